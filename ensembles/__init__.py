@@ -1,0 +1,24 @@
+"""Oza's online ensembles (bagging, boosting), their batch counterparts, specs and state.
+
+``ensembles`` knows learners only through their protocol (and, for native learners, their
+compiled kernels); it does no I/O (ARCHITECTURE §1).
+"""
+
+from .bagging import OnlineBagging
+from .base import OnlineEnsemble
+from .batch import AdaBoost, BatchBagging
+from .boosting import OnlineBoosting
+from .single import Single
+from .spec import build_model, learner_from_state, load_state
+
+__all__ = [
+    "AdaBoost",
+    "BatchBagging",
+    "OnlineBagging",
+    "OnlineBoosting",
+    "OnlineEnsemble",
+    "Single",
+    "build_model",
+    "learner_from_state",
+    "load_state",
+]

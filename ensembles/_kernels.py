@@ -1,0 +1,144 @@
+"""Compiled ensemble kernels: a whole ensemble's predict-then-learn per example, no Python loop
+over members (ARCHITECTURE §3). Each mirrors its algorithm in ``bagging.py`` / ``boosting.py``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+from learners._tree import argmax, classes_after, has_room, tree_learn, tree_proba
+
+from ._rng import poisson
+
+VOTE_MAJORITY, VOTE_AVERAGE = 0, 1
+EPS_MIN = 1e-10  # a member never wrong so far votes as if its error were 1e-10
+
+
+@nb.njit(cache=True)
+def bagging_run(B, xn, xc, ys, ws, seq0, seed, start, do_predict, do_learn, vote, out, n_cls,
+                code_attr, need):  # fmt: skip
+    """Online bagging (Oza 2001, Fig. 3.3) over rows ``start..``; row r has sequence ``seq0 + r``.
+
+    Returns the first row not processed (``len(ys)`` when done, earlier when arrays must grow).
+    """
+    R = xn.shape[0]
+    M = B.kind.shape[0]
+    C = B.dist.shape[2]
+    p = np.empty(C)
+    scratch = np.empty(C)
+    for r in range(start, R):
+        if do_learn and not has_room(B, B, need):
+            return r
+        if do_predict:
+            n = n_cls[r]
+            out[r] = 0.0
+            voters = 0.0
+            for m in range(M):
+                if tree_proba(B, B, m, xn[r], xc[r], n, code_attr, p):
+                    if vote == VOTE_MAJORITY:
+                        out[r, argmax(p, n)] += 1.0
+                    else:
+                        for c in range(n):
+                            out[r, c] += p[c]
+                    voters += 1.0
+            if voters > 0.0:
+                for c in range(n):
+                    out[r, c] /= voters
+        if do_learn and ws[r] > 0.0:
+            nc = classes_after(n_cls, ys, r)
+            for m in range(M):
+                k = poisson(1.0, seed, seq0 + r, m)  # k ~ Poisson(1)
+                if k > 0:  # train h_m with weight k (MOA: weight, not k repeated updates)
+                    tree_learn(B, B, m, xn[r], xc[r], ys[r], k * ws[r], nc, code_attr, scratch)
+    return R
+
+
+@nb.njit(cache=True)
+def vote_weights(lam_sc, lam_sw, out):
+    """log((1 - e_m) / e_m) per member; 0 for members with e_m >= 1/2 or no data yet."""
+    for m in range(lam_sc.shape[0]):
+        tot = lam_sc[m] + lam_sw[m]
+        if tot <= 0.0:
+            out[m] = 0.0
+            continue
+        eps = lam_sw[m] / tot
+        if eps >= 0.5:
+            out[m] = 0.0
+        else:
+            eps = max(eps, EPS_MIN)
+            out[m] = math.log((1.0 - eps) / eps)
+
+
+@nb.njit(cache=True)
+def boosting_run(B, lam_sc, lam_sw, xn, xc, ys, ws, seq0, seed, start, do_predict, do_learn,
+                 out, n_cls, code_attr, need):  # fmt: skip
+    """Online boosting (Oza 2001, Fig. 4.3) over rows ``start..``; see ``bagging_run``."""
+    R = xn.shape[0]
+    M = B.kind.shape[0]
+    C = B.dist.shape[2]
+    p = np.empty(C)
+    scratch = np.empty(C)
+    wts = np.empty(M)
+    for r in range(start, R):
+        if do_learn and not has_room(B, B, need):
+            return r
+        if do_predict:
+            n = n_cls[r]
+            out[r] = 0.0
+            vote_weights(lam_sc, lam_sw, wts)
+            total = 0.0
+            for m in range(M):
+                if wts[m] > 0.0 and tree_proba(B, B, m, xn[r], xc[r], n, code_attr, p):
+                    out[r, argmax(p, n)] += wts[m]
+                    total += wts[m]
+            if total > 0.0:
+                for c in range(n):
+                    out[r, c] /= total
+            elif not tree_proba(B, B, 0, xn[r], xc[r], n, code_attr, out[r]):
+                out[r] = 0.0  # no member has a vote yet: fall back to member 1 (lambda = 1)
+        if do_learn and ws[r] > 0.0:
+            y = ys[r]
+            nc = classes_after(n_cls, ys, r)
+            lam = ws[r]  # lambda <- 1 (times the example's weight)
+            for m in range(M):
+                k = poisson(lam, seed, seq0 + r, m)  # k ~ Poisson(lambda)
+                if k > 0:
+                    tree_learn(B, B, m, xn[r], xc[r], y, float(k), nc, code_attr, scratch)
+                correct = tree_proba(B, B, m, xn[r], xc[r], nc, code_attr, p) and argmax(p, nc) == y
+                if correct:
+                    lam_sc[m] += lam
+                    eps = lam_sw[m] / (lam_sc[m] + lam_sw[m])
+                    lam = lam / (2.0 * (1.0 - eps))
+                else:
+                    lam_sw[m] += lam
+                    eps = lam_sw[m] / (lam_sc[m] + lam_sw[m])
+                    lam = lam / (2.0 * eps)
+    return R
+
+
+@nb.njit(cache=True)
+def member_learn(B, m, xn, xc, ys, ws, start, n_classes, code_attr, need):
+    """Learn weighted rows into member m only (batch fitting and priming)."""
+    C = B.dist.shape[2]
+    scratch = np.empty(C)
+    for r in range(start, xn.shape[0]):
+        if not has_room(B, B, need):
+            return r
+        if ws[r] > 0.0:
+            tree_learn(B, B, m, xn[r], xc[r], ys[r], ws[r], n_classes, code_attr, scratch)
+    return xn.shape[0]
+
+
+@nb.njit(cache=True)
+def member_predict(B, m, xn, xc, n_classes, code_attr, out):
+    """Class index predicted by member m for every row (-1 where it has no prediction)."""
+    C = B.dist.shape[2]
+    p = np.empty(C)
+    for r in range(xn.shape[0]):
+        if tree_proba(B, B, m, xn[r], xc[r], n_classes, code_attr, p):
+            out[r] = argmax(p, n_classes)
+        else:
+            out[r] = -1

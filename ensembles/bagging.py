@@ -1,0 +1,117 @@
+"""Online bagging (Oza 2001, Fig. 3.3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from learners import argmax_label
+from learners.base import Features, Label
+
+from . import _kernels
+from ._rng import poisson
+from .base import OnlineEnsemble, resample_counts
+
+_VOTES = {"majority": _kernels.VOTE_MAJORITY, "average": _kernels.VOTE_AVERAGE}
+_PRIME_TAG = 1 << 62
+
+
+class OnlineBagging(OnlineEnsemble):
+    """Online bagging: each member sees each example with weight k ~ Poisson(1).
+
+    Oza (2001), Fig. 3.3::
+
+        for each base model h_m, m in {1..M}:
+            k <- Poisson(1)
+            do k times: h_m <- L_o(h_m, (x, y))      # here: one update with weight k
+
+    As the number of examples grows, Poisson(1) tends to the Binomial(N, 1/N) count of batch
+    bootstrap sampling, so with a lossless base learner the online ensemble converges to batch
+    bagging (thesis, Theorem 3). Prediction is the majority vote of the members (``vote="average"``
+    averages their probabilities instead). ``k`` is passed as a sample weight, as MOA does.
+
+    Parameters
+    ----------
+    learner
+        The base learner prototype (a native learner runs compiled; any other follows the slow path).
+    n_models
+        Number of members M.
+    seed
+        Key of the counter-based Poisson draws: same seed + same stream = identical model.
+    vote
+        ``"majority"`` (the thesis) or ``"average"``.
+
+    Examples
+    --------
+    >>> from learners import NaiveBayes
+    >>> from ensembles import OnlineBagging
+    >>> model = OnlineBagging(NaiveBayes(), n_models=5, seed=1)
+    >>> for i in range(100):
+    ...     model.learn_one({"x": float(i % 10), "c": "ab"[i % 2]}, i % 10 >= 5)
+    >>> model.predict_one({"x": 8.0, "c": "a"})
+    True
+
+    References
+    ----------
+    Oza, N. C. (2001). Online Ensemble Learning. PhD thesis, UC Berkeley, ch. 3.
+    Oza, N. C. & Russell, S. (2001). Online bagging and boosting. AISTATS.
+    """
+
+    kind = "bagging"
+
+    def __init__(self, learner: Any, *, n_models: int = 10, seed: int = 0, vote: str = "majority"):
+        if vote not in _VOTES:
+            raise ValueError(f"vote must be one of {sorted(_VOTES)}, got {vote!r}")
+        self.vote = vote
+        super().__init__(learner, n_models=n_models, seed=seed)
+
+    def _extra_params(self) -> dict:
+        return {"vote": self.vote}
+
+    def _kernel_run(self, xn, xc, yc, w, start, do_predict, do_learn, out, n_cls, code_attr, need):
+        return _kernels.bagging_run(self._bank.B, xn, xc, yc, w, self._n_seen, self.seed, start,
+                                    do_predict, do_learn, _VOTES[self.vote], out, n_cls,
+                                    code_attr, need)  # fmt: skip
+
+    # slow path: the same algorithm over Python member objects
+    def _py_predict(self, x: Features) -> dict:
+        votes: dict[Label, float] = {}
+        voters = 0
+        for member in self._members:
+            p = member.predict_proba_one(x)
+            if not p:
+                continue
+            voters += 1
+            if self.vote == "majority":
+                label = argmax_label(p)
+                votes[label] = votes.get(label, 0.0) + 1.0
+            else:
+                for label, v in p.items():
+                    votes[label] = votes.get(label, 0.0) + v
+        if not voters:
+            return {}
+        return {c: votes.get(c, 0.0) / voters for c in self._classes}
+
+    def _py_learn(self, x: Features, y: Label, w: float, seq: int) -> None:
+        for m, member in enumerate(self._members):
+            k = poisson(1.0, self.seed, seq, m)
+            if k > 0:
+                member.learn_one(x, y, w=k * w)
+
+    def prime(self, X: list[Features], y: list) -> OnlineBagging:
+        """Fit the members by batch bagging on an initial block, then continue online.
+
+        Member m learns a bootstrap sample (N draws with replacement) of the block, as
+        ``BatchBagging`` does (thesis §4.6.2 primes boosting the same way). The sequence counter
+        advances by N so later Poisson draws are fresh.
+        """
+        X, y = list(X), list(y)
+        if not X:
+            return self
+        enc = self._encode_block(X, y) if self._native else None
+        for m in range(self.n_models):
+            counts = resample_counts(np.ones(len(X)), len(X), self.seed, m, _PRIME_TAG + self._n_seen)
+            self._member_fit(m, X, y, counts, enc)
+        self._n_seen += len(X)
+        return self

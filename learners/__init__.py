@@ -1,0 +1,22 @@
+"""Incremental base learners (array state, compiled kernels) and adapters.
+
+``learners`` imports nothing from ``ensembles`` or ``app`` (ARCHITECTURE §1).
+"""
+
+from .base import Learner, argmax_label
+from .native import DecisionStump, HoeffdingTree, NativeLearner, NaiveBayes
+from .river_adapter import RiverLearner
+from .schema import FeatureTypeError, LabelError, Schema
+
+__all__ = [
+    "DecisionStump",
+    "FeatureTypeError",
+    "HoeffdingTree",
+    "LabelError",
+    "Learner",
+    "NaiveBayes",
+    "NativeLearner",
+    "RiverLearner",
+    "Schema",
+    "argmax_label",
+]

@@ -1,0 +1,332 @@
+"""Native (array + compiled kernel) learners: HoeffdingTree, NaiveBayes, DecisionStump."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from . import _tree
+from ._bank import TreeBank
+from ._tree import TreeParams
+from .base import Features, Label, argmax_label
+from .schema import Schema
+
+STATE_FORMAT = "chorus-state"
+STATE_VERSION = 1
+
+_CRITERIA = {"info_gain": _tree.CRIT_INFO_GAIN, "gini": _tree.CRIT_GINI}
+_LEAF_PRED = {"mc": _tree.PRED_MC, "nb": _tree.PRED_NB, "nba": _tree.PRED_NBA}
+_UNLIMITED = 1 << 40
+
+
+def _check_choice(name: str, value: Any, choices: dict | tuple) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
+
+
+def _check_positive(name: str, value: Any, *, allow_zero: bool = False) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a number {bound}, got {value!r}")
+
+
+class NativeLearner:
+    """Shared machinery of the array-backed learners (one member of a ``TreeBank``).
+
+    Subclasses define ``_param_names`` and ``_tree_params()``.
+    """
+
+    _param_names: tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        self._bank = TreeBank(self._tree_params(), 1)
+
+    # ---------------------------------------------------------------- configuration
+    def _tree_params(self) -> TreeParams:
+        raise NotImplementedError
+
+    def params(self) -> dict[str, Any]:
+        """Constructor arguments, as given."""
+        return {name: getattr(self, name) for name in self._param_names}
+
+    def clone(self) -> NativeLearner:
+        """A fresh, untrained learner with the same parameters."""
+        return type(self)(**self.params())
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"{type(self).__name__}({args})"
+
+    # ---------------------------------------------------------------- schema
+    def declare(self, features: dict[str, str] | None = None, classes: list | None = None) -> None:
+        """Pre-seed feature kinds and class labels (see docs/engine-api.md)."""
+        self._bank.schema.declare(features, classes)
+        self._bank.fit_schema()
+
+    @property
+    def classes(self) -> list:
+        return list(self._bank.schema.classes)
+
+    # ---------------------------------------------------------------- the model API
+    def _run(self, X, ys, ws, do_predict: bool, do_learn: bool) -> list[dict]:
+        bank = self._bank
+        schema = bank.schema
+        xn, xc, yc, n_cls = schema.encode_rows(X, grow=do_learn, ys=ys if do_learn else None)
+        if do_learn:
+            bank.fit_schema()
+        out = np.zeros((len(X), bank.T.dist.shape[2]))
+        w = np.ones(len(X)) if ws is None else np.asarray(ws, dtype=np.float64)
+        code_attr = schema.code_attr_array
+        start = 0
+        need = bank.need() if do_learn else 0
+        while True:
+            start = _tree.single_run(bank.B, xn, xc, yc, w, start, do_predict,
+                                     do_learn, out, n_cls, code_attr, need)  # fmt: skip
+            if start >= len(X):
+                break
+            bank.grow_nodes(need)
+        if not do_predict:
+            return []
+        return [schema.proba_dict(out[r], int(n_cls[r])) for r in range(len(X))]
+
+    def learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> None:
+        """Learn one example with sample weight ``w`` (``w = 0`` does nothing)."""
+        if w < 0:
+            raise ValueError(f"w must be >= 0, got {w!r}")
+        self._run([x], [y], [w], False, True)
+
+    def predict_proba_one(self, x: Features) -> dict[Label, float]:
+        """Class probabilities (``{}`` before any training)."""
+        return self._run([x], None, None, True, False)[0]
+
+    def predict_one(self, x: Features) -> Label | None:
+        return argmax_label(self.predict_proba_one(x))
+
+    def predict_learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> dict[Label, float]:
+        """Predict, then learn (prequential); returns the prediction made before learning."""
+        return self._run([x], [y], [w], True, True)[0]
+
+    def learn_many(self, X: list[Features], y: list, w: list[float] | None = None) -> None:
+        self._run(list(X), list(y), w, False, True)
+
+    def predict_proba_many(self, X: list[Features]) -> list[dict]:
+        return self._run(list(X), None, None, True, False)
+
+    def predict_many(self, X: list[Features]) -> list:
+        return [argmax_label(p) for p in self.predict_proba_many(X)]
+
+    def predict_learn_many(self, X: list[Features], y: list, w: list[float] | None = None):
+        return self._run(list(X), list(y), w, True, True)
+
+    # ---------------------------------------------------------------- state
+    def to_state(self) -> dict:
+        """``{"header": JSON-able dict, "arrays": {name: ndarray}}`` — no pickle."""
+        header = {
+            "format": STATE_FORMAT,
+            "version": STATE_VERSION,
+            "type": type(self).__name__,
+            "params": self.params(),
+            "schema": self._bank.schema.to_header(),
+        }
+        json.dumps(header)  # fail early if a label is not JSON-able
+        return {"header": header, "arrays": self._bank.state_arrays()}
+
+    @classmethod
+    def from_state(cls, state: dict) -> NativeLearner:
+        h = state["header"]
+        if h.get("type") != cls.__name__:
+            raise ValueError(f"state is for {h.get('type')!r}, not {cls.__name__}")
+        obj = cls(**h["params"])
+        obj._bank.schema = Schema.from_header(h["schema"])
+        obj._bank.load_arrays(state["arrays"])
+        obj._bank.fit_schema()
+        return obj
+
+    @property
+    def state_bytes(self) -> int:
+        return self._bank.nbytes
+
+
+class HoeffdingTree(NativeLearner):
+    """Hoeffding tree (VFDT; Domingos & Hulten 2000), as MOA's ``HoeffdingTree``.
+
+    Leaves keep class-conditional statistics (counts per category, Gaussian estimators per numeric
+    feature). Every ``grace_period`` weight a leaf compares its two best split merits; it splits
+    when their difference exceeds the Hoeffding bound ``sqrt(R² ln(1/delta) / 2n)`` or the bound
+    falls below ``tau``. Categorical splits are multiway (a branch per value; values first seen
+    later get a new branch), numeric splits binary at one of ``n_split_points`` candidate
+    thresholds estimated from the Gaussians. Missing values follow the heaviest branch.
+
+    Parameters
+    ----------
+    grace_period
+        Weight a leaf accumulates between split attempts.
+    delta
+        One minus the confidence of the Hoeffding bound.
+    tau
+        Tie threshold: split anyway once the bound is below it.
+    split_criterion
+        ``"info_gain"`` or ``"gini"``.
+    leaf_prediction
+        ``"mc"`` (majority class), ``"nb"`` (naive Bayes) or ``"nba"`` (naive Bayes adaptive:
+        whichever of the two has been more accurate at the leaf).
+    nb_threshold
+        Leaf weight below which naive Bayes is not used.
+    max_depth
+        Leaves at this depth stop splitting (``None`` for no limit).
+    max_nodes
+        Size cap: once a tree has this many nodes its leaves stop splitting.
+    n_split_points
+        Candidate thresholds per numeric feature.
+
+    Examples
+    --------
+    >>> from learners import HoeffdingTree
+    >>> tree = HoeffdingTree(grace_period=10)
+    >>> for i in range(200):
+    ...     tree.learn_one({"x": i % 10, "c": "a" if i % 3 else "b"}, i % 10 >= 5)
+    >>> tree.predict_one({"x": 8, "c": "a"}), tree.predict_one({"x": 1, "c": "b"})
+    (True, False)
+
+    References
+    ----------
+    Domingos, P. & Hulten, G. (2000). Mining high-speed data streams. KDD.
+    Bifet, A. et al. (2010). MOA: Massive Online Analysis. JMLR 11.
+    """
+
+    _param_names = ("grace_period", "delta", "tau", "split_criterion", "leaf_prediction",
+                    "nb_threshold", "max_depth", "max_nodes", "n_split_points")  # fmt: skip
+
+    def __init__(
+        self,
+        grace_period: float = 200,
+        *,
+        delta: float = 1e-7,
+        tau: float = 0.05,
+        split_criterion: str = "info_gain",
+        leaf_prediction: str = "nba",
+        nb_threshold: float = 0,
+        max_depth: int | None = None,
+        max_nodes: int = 5000,
+        n_split_points: int = 10,
+    ):
+        _check_positive("grace_period", grace_period)
+        if not (isinstance(delta, int | float) and 0 < delta < 1):
+            raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+        _check_positive("tau", tau, allow_zero=True)
+        _check_choice("split_criterion", split_criterion, _CRITERIA)
+        _check_choice("leaf_prediction", leaf_prediction, _LEAF_PRED)
+        _check_positive("nb_threshold", nb_threshold, allow_zero=True)
+        if max_depth is not None:
+            _check_positive("max_depth", max_depth, allow_zero=True)
+        _check_positive("max_nodes", max_nodes)
+        _check_positive("n_split_points", n_split_points)
+        self.grace_period = grace_period
+        self.delta = delta
+        self.tau = tau
+        self.split_criterion = split_criterion
+        self.leaf_prediction = leaf_prediction
+        self.nb_threshold = nb_threshold
+        self.max_depth = max_depth
+        self.max_nodes = max_nodes
+        self.n_split_points = n_split_points
+        super().__init__()
+
+    def _tree_params(self) -> TreeParams:
+        return TreeParams(
+            grace_period=float(self.grace_period),
+            delta=float(self.delta),
+            tau=float(self.tau),
+            criterion=_CRITERIA[self.split_criterion],
+            leaf_prediction=_LEAF_PRED[self.leaf_prediction],
+            nb_threshold=float(self.nb_threshold),
+            max_depth=_UNLIMITED if self.max_depth is None else int(self.max_depth),
+            max_nodes=int(self.max_nodes),
+            n_split_points=int(self.n_split_points),
+            min_branch_frac=0.01,
+        )
+
+    def describe_tree(self) -> dict:
+        T = self._bank.T
+        n = int(T.n_nodes[0])
+        kinds = T.kind[0, :n]
+        return {"n_nodes": n, "n_leaves": int((kinds == _tree.LEAF).sum()),
+                "depth": int(T.depth[0, :n].max()) if n else 0}  # fmt: skip
+
+
+def _leaf_only_params(leaf_prediction: int, criterion: int = _tree.CRIT_INFO_GAIN) -> TreeParams:
+    return TreeParams(
+        grace_period=float("inf"), delta=0.5, tau=0.0, criterion=criterion,
+        leaf_prediction=leaf_prediction, nb_threshold=0.0, max_depth=0, max_nodes=1,
+        n_split_points=10, min_branch_frac=0.0,
+    )  # fmt: skip
+
+
+class NaiveBayes(NativeLearner):
+    """Naive Bayes for mixed data, exactly incremental.
+
+    Class priors are the weighted class frequencies; a categorical feature contributes the
+    Laplace-smoothed frequency ``(n(a=v, c) + 1) / (n(a observed, c) + V_a)`` where ``V_a`` is the
+    number of values of ``a`` seen in training; a numeric feature a Gaussian density with the
+    class's weighted mean and unbiased weighted variance (plus 1e-9 of the pooled variance, so a
+    constant feature stays finite). Missing and unseen values are skipped. After any stream the
+    model equals batch naive Bayes fitted on the same weighted examples.
+
+    Examples
+    --------
+    >>> from learners import NaiveBayes
+    >>> nb = NaiveBayes()
+    >>> nb.predict_proba_one({"colour": "red"})
+    {}
+    >>> for colour, size, fruit in [("red", 1.0, "cherry"), ("red", 7.0, "apple"),
+    ...                             ("green", 7.5, "apple"), ("red", 1.2, "cherry")]:
+    ...     nb.learn_one({"colour": colour, "size": size}, fruit)
+    >>> nb.predict_one({"colour": "red", "size": 1.1})
+    'cherry'
+
+    References
+    ----------
+    Oza, N. C. (2001). Online Ensemble Learning, §3.3 (lossless online naive Bayes).
+    """
+
+    def _tree_params(self) -> TreeParams:
+        return _leaf_only_params(_tree.PRED_NB)
+
+
+class DecisionStump(NativeLearner):
+    """Decision stump: the single best split by information gain, from sufficient statistics.
+
+    Multiway on a categorical attribute (a branch per value), binary threshold on a numeric one
+    (thresholds estimated from per-class Gaussians, as in ``HoeffdingTree``). The split is chosen
+    at prediction time from the statistics of everything learned so far, so on categorical data
+    the stump always equals the batch stump on the data so far. A branch with no data, a missing
+    value on the split attribute, or no informative split predicts the overall class distribution.
+
+    Parameters
+    ----------
+    split_criterion
+        ``"info_gain"`` or ``"gini"``.
+
+    Examples
+    --------
+    >>> from learners import DecisionStump
+    >>> stump = DecisionStump()
+    >>> for outlook, play in [("sunny", "no"), ("sunny", "no"), ("rain", "yes"),
+    ...                       ("overcast", "yes"), ("rain", "yes")]:
+    ...     stump.learn_one({"outlook": outlook, "windy": "no"}, play)
+    >>> stump.predict_one({"outlook": "sunny", "windy": "no"})
+    'no'
+    """
+
+    _param_names = ("split_criterion",)
+
+    def __init__(self, split_criterion: str = "info_gain"):
+        _check_choice("split_criterion", split_criterion, _CRITERIA)
+        self.split_criterion = split_criterion
+        super().__init__()
+
+    def _tree_params(self) -> TreeParams:
+        return _leaf_only_params(_tree.PRED_STUMP, _CRITERIA[self.split_criterion])

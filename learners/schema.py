@@ -1,0 +1,343 @@
+"""Feature/label schema: maps names, category strings and labels to integer codes (ARCHITECTURE §3).
+
+The schema grows as the stream reveals new features, categories and classes. Numeric features get
+a column in the numeric block, categorical ones a column in the categorical block; every
+(categorical feature, value) pair gets one global *code*, so per-leaf statistics are indexed by code.
+
+Encoding for learning may extend the schema; encoding for prediction never does (an unseen category
+encodes as ``UNSEEN``). A failed encoding rolls back whatever it added, so a rejected example leaves
+no trace in the model (important for exact replay of the durable log).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+MISSING = -1
+UNSEEN = -2
+
+NUMERIC = "numeric"
+CATEGORICAL = "categorical"
+KINDS = (NUMERIC, CATEGORICAL)
+
+
+class FeatureTypeError(ValueError):
+    """A feature value that does not fit the feature's kind. ``.feature`` names the feature."""
+
+    def __init__(self, feature: str, message: str):
+        super().__init__(f"feature {feature!r}: {message}")
+        self.feature = feature
+
+
+class LabelError(ValueError):
+    """A class label that cannot be used (not a str, int or bool)."""
+
+
+def normalize_label(y: Any) -> Any:
+    """Labels are JSON scalars: str, int or bool (numpy scalars are converted)."""
+    if isinstance(y, bool | str):
+        return y
+    if isinstance(y, int | np.integer):
+        return int(y)
+    if isinstance(y, float | np.floating) and float(y).is_integer():
+        return int(y)
+    raise LabelError(f"label {y!r}: labels must be str, int or bool, not {type(y).__name__}")
+
+
+class Schema:
+    """Name <-> code maps for one model."""
+
+    def __init__(self) -> None:
+        self.num_names: list[str] = []
+        self.num_index: dict[str, int] = {}
+        self.cat_names: list[str] = []
+        self.cat_index: dict[str, int] = {}
+        self.cat_values: list[dict[str, int]] = []  # per categorical feature: value -> global code
+        self.code_attr: list[int] = []  # global code -> categorical feature index
+        self.code_value: list[str] = []  # global code -> value string
+        self.classes: list[Any] = []
+        self.class_index: dict[Any, int] = {}
+        self.declared: dict[str, str] = {}
+        self._fast: dict[str, tuple[int, int]] = {}  # name -> (0 numeric | 1 categorical, index)
+        self._code_attr_arr: np.ndarray | None = None
+        self._max_values = 0
+
+    # ----------------------------------------------------------------- declarations
+    def declare(self, features: dict[str, str] | None = None, classes: list | None = None) -> None:
+        for name, kind in (features or {}).items():
+            if kind not in KINDS:
+                raise FeatureTypeError(name, f"kind must be one of {KINDS}, got {kind!r}")
+            have = self._kind_of(name)
+            if have is not None and have != kind:
+                raise FeatureTypeError(name, f"already {have}, cannot declare it {kind}")
+            self.declared[name] = kind
+            if have is None:
+                self._add_feature(name, kind)
+        for y in classes or []:
+            self.class_code(y, grow=True)
+
+    def _kind_of(self, name: str) -> str | None:
+        if name in self.num_index:
+            return NUMERIC
+        if name in self.cat_index:
+            return CATEGORICAL
+        return None
+
+    def _add_feature(self, name: str, kind: str) -> None:
+        if kind == NUMERIC:
+            self._fast[name] = (0, len(self.num_names))
+            self.num_index[name] = len(self.num_names)
+            self.num_names.append(name)
+        else:
+            self._fast[name] = (1, len(self.cat_names))
+            self.cat_index[name] = len(self.cat_names)
+            self.cat_names.append(name)
+            self.cat_values.append({})
+
+    # ----------------------------------------------------------------- rollback
+    def mark(self) -> tuple:
+        return (
+            len(self.num_names),
+            len(self.cat_names),
+            len(self.code_attr),
+            len(self.classes),
+        )
+
+    def rollback(self, mark: tuple) -> None:
+        n_num, n_cat, n_codes, n_cls = mark
+        self._code_attr_arr = None
+        for name in self.num_names[n_num:]:
+            del self.num_index[name]
+            del self._fast[name]
+        del self.num_names[n_num:]
+        for name in self.cat_names[n_cat:]:
+            del self.cat_index[name]
+            del self._fast[name]
+        del self.cat_names[n_cat:]
+        del self.cat_values[n_cat:]
+        for code in range(n_codes, len(self.code_attr)):
+            del self.cat_values[self.code_attr[code]][self.code_value[code]]
+        del self.code_attr[n_codes:]
+        del self.code_value[n_codes:]
+        self._max_values = max((len(v) for v in self.cat_values), default=0)
+        for y in self.classes[n_cls:]:
+            del self.class_index[y]
+        del self.classes[n_cls:]
+
+    # ----------------------------------------------------------------- encoding
+    @property
+    def n_num(self) -> int:
+        return len(self.num_names)
+
+    @property
+    def n_cat(self) -> int:
+        return len(self.cat_names)
+
+    @property
+    def n_codes(self) -> int:
+        return len(self.code_attr)
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.classes)
+
+    def class_code(self, y: Any, grow: bool) -> int:
+        code = self.class_index.get(y)
+        if code is None:
+            y = normalize_label(y)
+            code = self.class_index.get(y)
+            if code is None:
+                if not grow:
+                    return -1
+                code = len(self.classes)
+                self.classes.append(y)
+                self.class_index[y] = code
+        return code
+
+    def _value(self, name: str, v: Any, grow: bool) -> tuple[int, Any]:
+        """Return (kind, value) with kind 0 numeric, 1 categorical, -1 missing/ignored."""
+        if v is None:
+            return -1, None
+        kind = self.num_index.get(name)
+        if kind is not None:  # known numeric
+            if isinstance(v, bool | int | float | np.integer | np.floating):
+                f = float(v)
+                return (-1, None) if math.isnan(f) else (0, f)
+            if isinstance(v, str) and self.declared.get(name) == NUMERIC:
+                try:
+                    f = float(v)
+                except ValueError:
+                    raise FeatureTypeError(name, f"expected a number, got {v!r}") from None
+                return (-1, None) if math.isnan(f) else (0, f)
+            raise FeatureTypeError(
+                name, f"is numeric, got {type(v).__name__} {v!r} (declare it categorical?)"
+            )
+        if name in self.cat_index:
+            if isinstance(v, str):
+                return 1, v
+            if isinstance(v, bool | int | float | np.integer | np.floating):
+                if self.declared.get(name) == CATEGORICAL:
+                    if isinstance(v, float | np.floating) and math.isnan(v):
+                        return -1, None
+                    return 1, str(v)
+                raise FeatureTypeError(
+                    name, f"is categorical, got number {v!r} (declare it categorical to coerce)"
+                )
+            raise FeatureTypeError(name, f"unsupported value type {type(v).__name__}")
+        # unknown feature
+        if isinstance(v, str):
+            if grow:
+                self._add_feature(name, CATEGORICAL)
+            return 1, v
+        if isinstance(v, bool | int | float | np.integer | np.floating):
+            f = float(v)
+            if math.isnan(f):
+                return -1, None
+            if grow:
+                self._add_feature(name, NUMERIC)
+            return 0, f
+        raise FeatureTypeError(name, f"unsupported value type {type(v).__name__}")
+
+    @property
+    def code_attr_array(self) -> np.ndarray:
+        """``code_attr`` as an int64 array (cached until a code is added)."""
+        arr = self._code_attr_arr
+        if arr is None or arr.shape[0] != len(self.code_attr):
+            arr = self._code_attr_arr = np.asarray(self.code_attr, dtype=np.int64)
+        return arr
+
+    def _new_code(self, a: int, value: str) -> int:
+        code = len(self.code_attr)
+        self._max_values = max(self._max_values, len(self.cat_values[a]) + 1)
+        self.cat_values[a][value] = code
+        self.code_attr.append(a)
+        self.code_value.append(value)
+        return code
+
+    def _encode_row(self, x: dict, grow: bool) -> tuple[list, list]:
+        """One row as (numeric values with NaN, category codes) lists, in schema order."""
+        nan = math.nan
+        num = [nan] * len(self.num_names)
+        cat = [MISSING] * len(self.cat_names)
+        fast = self._fast
+        for name, v in x.items():
+            f = fast.get(name)
+            tv = type(v)
+            if f is not None:  # fast path: known feature, value of its kind
+                kind, idx = f
+                if kind == 0:
+                    if tv is float:
+                        if v - v == 0.0 or v != v:  # finite, or NaN (= missing)
+                            num[idx] = v
+                            continue
+                        raise FeatureTypeError(name, f"infinite value {v!r}")
+                    if tv is int:
+                        num[idx] = v
+                        continue
+                elif tv is str:
+                    code = self.cat_values[idx].get(v)
+                    if code is None:
+                        code = self._new_code(idx, v) if grow else UNSEEN
+                    cat[idx] = code
+                    continue
+            kind, val = self._value(name, v, grow)
+            if kind == 0:
+                if val is not None and math.isinf(val):
+                    raise FeatureTypeError(name, f"infinite value {v!r}")
+                j = self.num_index.get(name, -1)
+                if j >= 0:
+                    if j >= len(num):
+                        num.extend([nan] * (j + 1 - len(num)))
+                    num[j] = val
+            elif kind == 1:
+                a = self.cat_index.get(name, -1)
+                if a >= 0:
+                    code = self.cat_values[a].get(val)
+                    if code is None:
+                        code = self._new_code(a, val) if grow else UNSEEN
+                    if a >= len(cat):
+                        cat.extend([MISSING] * (a + 1 - len(cat)))
+                    cat[a] = code
+        return num, cat
+
+    def encode_rows(
+        self, X: list[dict], grow: bool, ys: list | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Encode rows into (numeric [R, J] with NaN, categorical codes [R, A], labels [R],
+        number of classes known before each row [R]). Rolls back on error."""
+        mark = self.mark()
+        R = len(X)
+        nums: list[list] = []
+        cats: list[list] = []
+        y_codes = [0] * R
+        n_cls_before = [0] * R
+        try:
+            for r, x in enumerate(X):
+                if type(x) is not dict and not isinstance(x, dict):
+                    raise FeatureTypeError("features", f"row {r} is {type(x).__name__}, not a dict")
+                num, cat = self._encode_row(x, grow)
+                nums.append(num)
+                cats.append(cat)
+                n_cls_before[r] = len(self.classes)
+                if ys is not None:
+                    y = ys[r]
+                    code = self.class_index.get(y)
+                    y_codes[r] = code if code is not None else self.class_code(y, grow=grow)
+        except Exception:
+            self.rollback(mark)
+            raise
+        J = max(len(self.num_names), 1)
+        A = max(len(self.cat_names), 1)
+        for num in nums:
+            if len(num) < J:
+                num.extend([math.nan] * (J - len(num)))
+        for cat in cats:
+            if len(cat) < A:
+                cat.extend([MISSING] * (A - len(cat)))
+        xn = np.array(nums, dtype=np.float64).reshape(R, J)
+        xc = np.array(cats, dtype=np.int64).reshape(R, A)
+        return xn, xc, np.array(y_codes, dtype=np.int64), np.array(n_cls_before, dtype=np.int64)
+
+    def max_values(self) -> int:
+        """Values of the categorical feature with the most values."""
+        return self._max_values
+
+    # ----------------------------------------------------------------- state
+    def to_header(self) -> dict:
+        return {
+            "numeric": list(self.num_names),
+            "categorical": list(self.cat_names),
+            "code_attr": list(self.code_attr),
+            "code_value": list(self.code_value),
+            "classes": list(self.classes),
+            "declared": dict(self.declared),
+        }
+
+    @classmethod
+    def from_header(cls, h: dict) -> Schema:
+        s = cls()
+        for name in h["numeric"]:
+            s._add_feature(name, NUMERIC)
+        for name in h["categorical"]:
+            s._add_feature(name, CATEGORICAL)
+        for a, v in zip(h["code_attr"], h["code_value"], strict=True):
+            s._new_code(a, v)
+        for y in h["classes"]:
+            s.class_index[y] = len(s.classes)
+            s.classes.append(y)
+        s.declared = dict(h.get("declared", {}))
+        return s
+
+    def proba_dict(self, row: np.ndarray, n_classes: int | None = None) -> dict:
+        """Probabilities as ``{label: p}`` over the classes known (``{}`` if the row is all 0)."""
+        n = self.n_classes if n_classes is None else n_classes
+        vals = row[:n].tolist()
+        total = sum(vals)
+        if total <= 0.0:
+            return {}
+        if abs(total - 1.0) > 1e-12:
+            vals = [v / total for v in vals]
+        return dict(zip(self.classes[:n], vals, strict=True))
