@@ -4,23 +4,50 @@ over members (ARCHITECTURE §3). Each mirrors its algorithm in ``bagging.py`` / 
 
 from __future__ import annotations
 
+import hashlib
 import math
+from pathlib import Path
 
 import numba as nb
 import numpy as np
 
+from learners import _tree
 from learners._tree import argmax, classes_after, has_room, tree_learn, tree_proba
 
+from . import _rng
 from ._rng import poisson
+
+
+def _purge_stale_cache() -> None:
+    """numba's on-disk cache is keyed on this file only, yet these kernels inline the tree and
+    RNG kernels: when those sources change, drop this module's cached machine code."""
+    here = Path(__file__)
+    digest = hashlib.sha256(
+        b"".join(Path(m.__file__).read_bytes() for m in (_tree, _rng))
+    ).hexdigest()
+    cache = here.parent / "__pycache__"
+    stamp = cache / f"{here.stem}.deps"
+    try:
+        if stamp.exists() and stamp.read_text() == digest:
+            return
+        for f in cache.glob(f"{here.stem}.*.nb[ic]"):
+            f.unlink()
+        cache.mkdir(exist_ok=True)
+        stamp.write_text(digest)
+    except OSError:
+        pass  # read-only install: the cache cannot be stale relative to the installed sources
+
+
+_purge_stale_cache()
 
 VOTE_MAJORITY, VOTE_AVERAGE = 0, 1
 EPS_MIN = 1e-10  # a member never wrong so far votes as if its error were 1e-10
 
 
 @nb.njit(cache=True)
-def bagging_run(B, xn, xc, ys, ws, seq0, seed, start, do_predict, do_learn, vote, out, n_cls,
+def bagging_run(B, xn, xc, ys, ws, seqs, seed, start, do_predict, do_learn, vote, out, n_cls,
                 code_attr, need):  # fmt: skip
-    """Online bagging (Oza 2001, Fig. 3.3) over rows ``start..``; row r has sequence ``seq0 + r``.
+    """Online bagging (Oza 2001, Fig. 3.3) over rows ``start..``; row r has sequence number ``seqs[r]``.
 
     Returns the first row not processed (``len(ys)`` when done, earlier when arrays must grow).
     """
@@ -50,7 +77,7 @@ def bagging_run(B, xn, xc, ys, ws, seq0, seed, start, do_predict, do_learn, vote
         if do_learn and ws[r] > 0.0:
             nc = classes_after(n_cls, ys, r)
             for m in range(M):
-                k = poisson(1.0, seed, seq0 + r, m)  # k ~ Poisson(1)
+                k = poisson(1.0, seed, seqs[r], m)  # k ~ Poisson(1)
                 if k > 0:  # train h_m with weight k (MOA: weight, not k repeated updates)
                     tree_learn(B, B, m, xn[r], xc[r], ys[r], k * ws[r], nc, code_attr, scratch)
     return R
@@ -73,7 +100,7 @@ def vote_weights(lam_sc, lam_sw, out):
 
 
 @nb.njit(cache=True)
-def boosting_run(B, lam_sc, lam_sw, xn, xc, ys, ws, seq0, seed, start, do_predict, do_learn,
+def boosting_run(B, lam_sc, lam_sw, xn, xc, ys, ws, seqs, seed, start, do_predict, do_learn,
                  out, n_cls, code_attr, need):  # fmt: skip
     """Online boosting (Oza 2001, Fig. 4.3) over rows ``start..``; see ``bagging_run``."""
     R = xn.shape[0]
@@ -104,7 +131,7 @@ def boosting_run(B, lam_sc, lam_sw, xn, xc, ys, ws, seq0, seed, start, do_predic
             nc = classes_after(n_cls, ys, r)
             lam = ws[r]  # lambda <- 1 (times the example's weight)
             for m in range(M):
-                k = poisson(lam, seed, seq0 + r, m)  # k ~ Poisson(lambda)
+                k = poisson(lam, seed, seqs[r], m)  # k ~ Poisson(lambda)
                 if k > 0:
                     tree_learn(B, B, m, xn[r], xc[r], y, float(k), nc, code_attr, scratch)
                 correct = tree_proba(B, B, m, xn[r], xc[r], nc, code_attr, p) and argmax(p, nc) == y

@@ -69,8 +69,9 @@ class OnlineBagging(OnlineEnsemble):
     def _extra_params(self) -> dict:
         return {"vote": self.vote}
 
-    def _kernel_run(self, xn, xc, yc, w, start, do_predict, do_learn, out, n_cls, code_attr, need):
-        return _kernels.bagging_run(self._bank.B, xn, xc, yc, w, self._n_seen, self.seed, start,
+    def _kernel_run(self, xn, xc, yc, w, seqs, start, do_predict, do_learn, out, n_cls,
+                    code_attr, need):  # fmt: skip
+        return _kernels.bagging_run(self._bank.B, xn, xc, yc, w, seqs, self.seed, start,
                                     do_predict, do_learn, _VOTES[self.vote], out, n_cls,
                                     code_attr, need)  # fmt: skip
 
@@ -111,7 +112,9 @@ class OnlineBagging(OnlineEnsemble):
             return self
         enc = self._encode_block(X, y) if self._native else None
         for m in range(self.n_models):
-            counts = resample_counts(np.ones(len(X)), len(X), self.seed, m, _PRIME_TAG + self._n_seen)
+            counts = resample_counts(
+                np.ones(len(X)), len(X), self.seed, m, _PRIME_TAG + self._n_seen
+            )
             self._member_fit(m, X, y, counts, enc)
         self._n_seen += len(X)
         return self

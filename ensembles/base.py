@@ -26,7 +26,9 @@ _MAX_SEED = 2**63 - 1
 def check_learner(learner: Any) -> None:
     for attr in ("learn_one", "predict_proba_one", "clone"):
         if not callable(getattr(learner, attr, None)):
-            raise ValueError(f"learner must follow learners.base.Learner; {learner!r} has no {attr}()")
+            raise ValueError(
+                f"learner must follow learners.base.Learner; {learner!r} has no {attr}()"
+            )
 
 
 def check_int(name: str, value: Any, lo: int, hi: int) -> None:
@@ -61,7 +63,8 @@ class OnlineEnsemble:
     # ---------------------------------------------------------------- properties
     @property
     def n_seen(self) -> int:
-        """Examples learned so far (the sequence counter keying the Poisson draws)."""
+        """Examples learned so far with ``w > 0`` (the sequence counter keying the Poisson
+        draws)."""
         return self._n_seen
 
     @property
@@ -100,20 +103,23 @@ class OnlineEnsemble:
         w = np.ones(R) if ws is None else np.asarray(ws, dtype=np.float64)
         code_attr = schema.code_attr_array
         need = bank.need() if do_learn else 0
+        learned = w > 0.0
+        seqs = self._n_seen + np.cumsum(learned) - 1  # sequence number of each learned row
         start = 0
         while True:
-            start = self._kernel_run(xn, xc, yc, w, start, do_predict, do_learn, out, n_cls,
-                                     code_attr, need)  # fmt: skip
+            start = self._kernel_run(xn, xc, yc, w, seqs, start, do_predict, do_learn, out,
+                                     n_cls, code_attr, need)  # fmt: skip
             if start >= R:
                 break
             bank.grow_nodes(need)
         if do_learn:
-            self._n_seen += R
+            self._n_seen += int(learned.sum())
         if not do_predict:
             return []
         return [schema.proba_dict(out[r], int(n_cls[r])) for r in range(R)]
 
-    def _kernel_run(self, xn, xc, yc, w, start, do_predict, do_learn, out, n_cls, code_attr, need):
+    def _kernel_run(self, xn, xc, yc, w, seqs, start, do_predict, do_learn, out, n_cls,
+                    code_attr, need):  # fmt: skip
         raise NotImplementedError
 
     def _py_run(self, X, ys, ws, do_predict, do_learn) -> list[dict]:
@@ -127,7 +133,7 @@ class OnlineEnsemble:
                 w = 1.0 if ws is None else ws[r]
                 if w > 0.0:
                     self._py_learn(x, y, w, self._n_seen)
-                self._n_seen += 1
+                    self._n_seen += 1
         return results
 
     def _py_predict(self, x: Features) -> dict:
@@ -137,8 +143,7 @@ class OnlineEnsemble:
         raise NotImplementedError
 
     def learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> None:
-        """Learn one example with sample weight ``w`` (``w = 0`` changes nothing but the
-        sequence counter)."""
+        """Learn one example with sample weight ``w`` (``w = 0`` does nothing)."""
         self._run([x], [y], [w], False, True)
 
     def predict_proba_one(self, x: Features) -> dict[Label, float]:
@@ -300,13 +305,15 @@ class OnlineEnsemble:
             obj._classes = list(h["classes"])
             for m, mh in enumerate(h["members"]):
                 prefix = f"m{m}."
-                sub = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+                sub = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
                 obj._members[m] = learner_from_state({"header": mh, "arrays": sub})
         obj._load_extra(arrays)
         return obj
 
 
-def resample_counts(weights: np.ndarray, n_draws: int, seed: int, member: int, tag: int) -> np.ndarray:
+def resample_counts(
+    weights: np.ndarray, n_draws: int, seed: int, member: int, tag: int
+) -> np.ndarray:
     """Counts of ``n_draws`` draws with replacement, P(row i) proportional to ``weights[i]``,
     from the counter-based generator (bootstrap when the weights are equal)."""
     cdf = np.cumsum(np.asarray(weights, dtype=np.float64))

@@ -71,7 +71,9 @@ class BatchBagging(_BatchEnsemble):
         self._members, self._weights = [], []
         for m in range(self.n_models):
             member = self.learner.clone()
-            self._fit_member(member, X, y, resample_counts(np.ones(len(X)), len(X), self.seed, m, _TAG))
+            self._fit_member(
+                member, X, y, resample_counts(np.ones(len(X)), len(X), self.seed, m, _TAG)
+            )
             self._members.append(member)
             self._weights.append(1.0)
         return self

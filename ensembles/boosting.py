@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -71,9 +70,10 @@ class OnlineBoosting(OnlineEnsemble):
         self._lam_sc = np.zeros(self.n_models)
         self._lam_sw = np.zeros(self.n_models)
 
-    def _kernel_run(self, xn, xc, yc, w, start, do_predict, do_learn, out, n_cls, code_attr, need):
+    def _kernel_run(self, xn, xc, yc, w, seqs, start, do_predict, do_learn, out, n_cls,
+                    code_attr, need):  # fmt: skip
         return _kernels.boosting_run(self._bank.B, self._lam_sc, self._lam_sw, xn, xc, yc, w,
-                                     self._n_seen, self.seed, start, do_predict, do_learn, out,
+                                     seqs, self.seed, start, do_predict, do_learn, out,
                                      n_cls, code_attr, need)  # fmt: skip
 
     @property

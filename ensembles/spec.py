@@ -70,7 +70,7 @@ def _build_learner(name: Any, params: dict) -> Any:
     if not isinstance(name, str):
         raise ValueError(f"learner must be a string, got {name!r}")
     if name.startswith("river:"):
-        cls = resolve_river_class(name[len("river:"):])
+        cls = resolve_river_class(name[len("river:") :])
         try:
             return RiverLearner(cls(**params))
         except TypeError as e:
@@ -93,7 +93,9 @@ def learner_spec(learner: Any) -> tuple[str, dict]:
         est = learner.estimator
         mod = type(est).__module__
         path = f"{mod.removeprefix('river.').split('.')[0]}.{type(est).__name__}"
-        return f"river:{path}", dict(est._get_params()) if hasattr(est, "_get_params") else {}
+        raw = est._get_params() if hasattr(est, "_get_params") else {}
+        scalar = (type(None), bool, int, float, str)
+        return f"river:{path}", {k: v for k, v in raw.items() if isinstance(v, scalar)}
     for name, cls in {**LEARNERS, **_extra_learners()}.items():
         if type(learner) is cls:
             params = learner.params() if hasattr(learner, "params") else {}

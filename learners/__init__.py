@@ -4,7 +4,7 @@
 """
 
 from .base import Learner, argmax_label
-from .native import DecisionStump, HoeffdingTree, NativeLearner, NaiveBayes
+from .native import DecisionStump, HoeffdingTree, NaiveBayes, NativeLearner
 from .river_adapter import RiverLearner
 from .schema import FeatureTypeError, LabelError, Schema
 

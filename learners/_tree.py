@@ -478,6 +478,11 @@ def nb_proba(T, m, node, xn, xc, n_classes, out):
         V = T.nvals[m, s, a]
         if V == 0:
             continue  # feature never observed at this leaf
+        seen = 0.0
+        for k in range(n_classes):
+            seen += T.cat[m, s, code, k]
+        if seen <= 0.0:
+            continue  # value never learned at this leaf: skipped, like an unseen value
         for k in range(n_classes):
             if d[k] > 0.0:
                 logp[k] += math.log((T.cat[m, s, code, k] + 1.0) / (T.catw[m, s, a, k] + V))

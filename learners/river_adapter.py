@@ -21,7 +21,9 @@ def resolve_river_class(path: str) -> type:
     dotted = path if path.startswith("river.") else f"river.{path}"
     module_name, _, cls_name = dotted.rpartition(".")
     if not module_name or not cls_name.isidentifier():
-        raise ValueError(f"river learner {path!r}: expected 'module.Class', e.g. 'tree.HoeffdingTreeClassifier'")
+        raise ValueError(
+            f"river learner {path!r}: expected 'module.Class', e.g. 'tree.HoeffdingTreeClassifier'"
+        )
     try:
         module = importlib.import_module(module_name)
     except ImportError:
@@ -55,7 +57,9 @@ class RiverLearner:
 
     def __init__(self, estimator: Any):
         if not hasattr(estimator, "learn_one") or not hasattr(estimator, "predict_proba_one"):
-            raise ValueError("estimator must be a river classifier with learn_one/predict_proba_one")
+            raise ValueError(
+                "estimator must be a river classifier with learn_one/predict_proba_one"
+            )
         self.estimator = estimator
         try:
             import inspect
@@ -64,9 +68,15 @@ class RiverLearner:
         except (TypeError, ValueError):
             self._takes_w = False
 
+    @staticmethod
+    def _present(x: Features) -> Features:
+        """river's convention for missing values is an absent key."""
+        return {k: v for k, v in x.items() if v is not None and v == v}
+
     def learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> None:
         if w <= 0:
             return
+        x = self._present(x)
         if self._takes_w:
             self.estimator.learn_one(x, y, w=w)
         else:
@@ -74,12 +84,15 @@ class RiverLearner:
                 self.estimator.learn_one(x, y)
 
     def predict_proba_one(self, x: Features) -> dict[Label, float]:
-        p = self.estimator.predict_proba_one(x) or {}
+        p = self.estimator.predict_proba_one(self._present(x)) or {}
         total = sum(p.values())
         return {k: v / total for k, v in p.items()} if total > 0 else {}
 
     def predict_one(self, x: Features) -> Label | None:
         return argmax_label(self.predict_proba_one(x))
+
+    def __repr__(self) -> str:
+        return f"RiverLearner({self.estimator!r})"
 
     def clone(self) -> RiverLearner:
         return RiverLearner(self.estimator.clone())

@@ -1,0 +1,180 @@
+"""Algorithm tests: a boosting case worked on paper, kernels == the readable Python path,
+online bagging -> batch bagging, priming, batch ensembles."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from streams import categorical_stream, mixed_stream
+
+from ensembles import AdaBoost, BatchBagging, OnlineBagging, OnlineBoosting
+from learners import DecisionStump, HoeffdingTree, NaiveBayes
+
+
+class Constant:
+    """A scripted base learner that always predicts its label (trained or not)."""
+
+    def __init__(self, label):
+        self.label = label
+        self.weights = []
+
+    def learn_one(self, x, y, *, w=1.0):
+        self.weights.append(w)
+
+    def predict_proba_one(self, x):
+        return {self.label: 1.0}
+
+    def predict_one(self, x):
+        return self.label
+
+    def clone(self):
+        return Constant(self.label)
+
+
+def test_online_boosting_hand_worked():
+    """Members always predict A, B, A. Fig. 4.3 worked by hand over the stream A, B, A."""
+    model = OnlineBoosting(Constant("A"), n_models=3, seed=0)
+    model._members = [Constant("A"), Constant("B"), Constant("A")]
+    for y in ["A", "B", "A"]:
+        model.learn_one({"x": 1.0}, y)
+    # example 1 (A): lam=1 -> m1 right: sc1=1, e1=0, lam=1/2 -> m2 wrong: sw2=1/2, e2=1, lam=1/4
+    #                -> m3 right: sc3=1/4, e3=0
+    # example 2 (B): lam=1 -> m1 wrong: sw1=1, e1=1/2, lam=1 -> m2 right: sc2=1, e2=1/3, lam=3/4
+    #                -> m3 wrong: sw3=3/4, e3=3/4
+    # example 3 (A): lam=1 -> m1 right: sc1=2, e1=1/3, lam=3/4 -> m2 wrong: sw2=5/4, e2=5/9,
+    #                lam=(3/4)/(10/9)=27/40 -> m3 right: sc3=1/4+27/40=37/40, e3=(3/4)/(67/40)=30/67
+    assert list(model._lam_sc) == pytest.approx([2.0, 1.0, 37 / 40])
+    assert list(model._lam_sw) == pytest.approx([1.0, 5 / 4, 3 / 4])
+    assert model.epsilons == pytest.approx([1 / 3, 5 / 9, 30 / 67])
+    # vote weights log((1-e)/e): m1 log 2; m2 has e >= 1/2 -> 0; m3 log(37/30)
+    assert list(model.vote_weights) == pytest.approx([math.log(2), 0.0, math.log(37 / 30)])
+    assert model.predict_proba_one({"x": 1.0}) == pytest.approx({"A": 1.0, "B": 0.0})
+
+
+def test_boosting_edge_cases():
+    # e = 0: a never-wrong member votes with log((1 - 1e-10) / 1e-10) and outvotes the others
+    model = OnlineBoosting(Constant("A"), n_models=2, seed=0)
+    model._members = [Constant("A"), Constant("B")]
+    model.learn_one({}, "A")
+    assert model.epsilons[0] == 0.0
+    assert model.vote_weights[0] == pytest.approx(math.log((1 - 1e-10) / 1e-10))
+    assert model.predict_one({}) == "A"
+    # all members e >= 1/2: no votes -> member 1 predicts alone
+    model = OnlineBoosting(Constant("A"), n_models=2, seed=0)
+    model._members = [Constant("B"), Constant("B")]
+    model.learn_one({}, "A")
+    assert list(model.vote_weights) == [0.0, 0.0]
+    assert model.predict_proba_one({}) == {"B": 1.0}
+    # Poisson weights reach the members as sample weights, never as repeated calls
+    model = OnlineBagging(Constant("A"), n_models=4, seed=2)
+    for _ in range(50):
+        model.learn_one({}, "A")
+    ws = [w for m in model._members for w in m.weights]
+    assert all(float(w).is_integer() and w >= 1 for w in ws) and max(ws) > 1
+
+
+class Proxy:
+    """A native learner seen through the protocol only: forces the slow Python path."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def learn_one(self, x, y, *, w=1.0):
+        self.inner.learn_one(x, y, w=w)
+
+    def predict_proba_one(self, x):
+        return self.inner.predict_proba_one(x)
+
+    def predict_one(self, x):
+        return self.inner.predict_one(x)
+
+    def clone(self):
+        return Proxy(self.inner.clone())
+
+
+@pytest.mark.parametrize("cls", [OnlineBagging, OnlineBoosting])
+@pytest.mark.parametrize(
+    "learner", [NaiveBayes, DecisionStump, lambda: HoeffdingTree(grace_period=30)]
+)
+def test_compiled_kernel_equals_python_algorithm(cls, learner):
+    """The compiled kernel mirrors the readable per-member algorithm exactly.
+
+    Classes and feature kinds are declared up front so that every member codes them in the same
+    order as the shared schema (tie-breaking follows code order)."""
+    kinds = {
+        "x1": "numeric",
+        "x2": "numeric",
+        "colour": "categorical",
+        "size": "categorical",
+        "late": "numeric",
+    }
+    classes = ["neg", "pos"]
+    proto = learner()
+    proto.declare(features=kinds, classes=classes)
+    fast = cls(learner(), n_models=5, seed=11)
+    fast.declare(features=kinds, classes=classes)
+    slow = cls(Proxy(proto), n_models=5, seed=11)
+    for member in slow._members:
+        member.inner.declare(features=kinds, classes=classes)
+    slow.declare(classes=classes)
+    for x, y in mixed_stream(400, 4):
+        pf, ps = fast.predict_proba_one(x), slow.predict_proba_one(x)
+        assert set(k for k, v in pf.items() if v > 0) == set(k for k, v in ps.items() if v > 0)
+        for k, v in ps.items():
+            assert pf.get(k, 0.0) == pytest.approx(v, abs=1e-12)
+        fast.learn_one(x, y)
+        slow.learn_one(x, y)
+    if cls is OnlineBoosting:
+        assert list(fast._lam_sc) == pytest.approx(list(slow._lam_sc), rel=1e-12)
+        assert list(fast._lam_sw) == pytest.approx(list(slow._lam_sw), rel=1e-12)
+
+
+def test_online_bagging_converges_to_batch_bagging():
+    """Oza's theorem: with a lossless base learner online bagging converges to batch bagging."""
+    train = list(categorical_stream(50_000, seed=3, n_features=8, n_values=5))
+    test = [x for x, _ in categorical_stream(2_000, seed=4, n_features=8, n_values=5)]
+    online = OnlineBagging(NaiveBayes(), n_models=10, seed=1)
+    online.learn_many([x for x, _ in train], [y for _, y in train])
+    batch = BatchBagging(NaiveBayes(), n_models=10, seed=1).fit(
+        [x for x, _ in train], [y for _, y in train]
+    )
+    agree = sum(a == b for a, b in zip(online.predict_many(test), batch.predict_many(test)))
+    assert agree / len(test) >= 0.99
+
+
+def test_priming_then_online():
+    data = list(mixed_stream(1200, 9))
+    X, y = [x for x, _ in data], [t for _, t in data]
+    for cls in (OnlineBagging, OnlineBoosting):
+        primed = cls(HoeffdingTree(grace_period=20), n_models=5, seed=1).prime(X[:300], y[:300])
+        assert primed.n_seen == 300
+        preds = primed.predict_learn_many(X[300:], y[300:])
+        acc = sum(max(p, key=p.get) == t for p, t in zip(preds, y[300:])) / len(preds)
+        assert acc > 0.75
+    boost = OnlineBoosting(NaiveBayes(), n_models=3, seed=1).prime(X[:300], y[:300])
+    assert sum(boost._lam_sc + boost._lam_sw) == pytest.approx(900.0)
+
+
+def test_batch_ensembles_beat_chance():
+    data = list(mixed_stream(1500, 2))
+    X, y = [x for x, _ in data], [t for _, t in data]
+    for model in (
+        BatchBagging(DecisionStump(), n_models=5, seed=1),
+        AdaBoost(DecisionStump(), n_models=10, seed=1),
+        AdaBoost(HoeffdingTree(grace_period=50), n_models=5, seed=1),
+    ):
+        model.fit(X[:1000], y[:1000])
+        acc = sum(p == t for p, t in zip(model.predict_many(X[1000:]), y[1000:])) / 500
+        assert acc > 0.75, model
+
+
+def test_invalid_options_name_the_choices():
+    with pytest.raises(ValueError, match="majority"):
+        OnlineBagging(NaiveBayes(), vote="mean")
+    with pytest.raises(ValueError, match="n_models"):
+        OnlineBoosting(NaiveBayes(), n_models=0)
+    with pytest.raises(ValueError, match="leaf_prediction"):
+        HoeffdingTree(leaf_prediction="majority")
+    with pytest.raises(ValueError, match="learn_one"):
+        OnlineBagging(object())

@@ -1,0 +1,153 @@
+"""One conformance suite over every learner and ensemble (STYLE.md, "Tests")."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+from river import tree
+from streams import mixed_stream
+
+from ensembles import OnlineBagging, OnlineBoosting, Single, load_state
+from learners import DecisionStump, HoeffdingTree, NaiveBayes, RiverLearner
+
+MODELS = {
+    "HoeffdingTree": lambda: HoeffdingTree(grace_period=20),
+    "NaiveBayes": NaiveBayes,
+    "DecisionStump": DecisionStump,
+    "RiverLearner(HT)": lambda: RiverLearner(tree.HoeffdingTreeClassifier(grace_period=20)),
+    "Single(HT)": lambda: Single(HoeffdingTree(grace_period=20), seed=3),
+    "Bagging(HT)": lambda: OnlineBagging(HoeffdingTree(grace_period=20), n_models=4, seed=3),
+    "Bagging(NB,average)": lambda: OnlineBagging(NaiveBayes(), n_models=4, seed=3, vote="average"),
+    "Bagging(Stump)": lambda: OnlineBagging(DecisionStump(), n_models=4, seed=3),
+    "Boosting(HT)": lambda: OnlineBoosting(HoeffdingTree(grace_period=20), n_models=4, seed=3),
+    "Boosting(NB)": lambda: OnlineBoosting(NaiveBayes(), n_models=4, seed=3),
+    "Boosting(Stump)": lambda: OnlineBoosting(DecisionStump(), n_models=4, seed=3),
+    "Bagging(river)": lambda: OnlineBagging(
+        RiverLearner(tree.HoeffdingTreeClassifier(grace_period=20)), n_models=3, seed=3
+    ),
+    "Boosting(river)": lambda: OnlineBoosting(
+        RiverLearner(tree.HoeffdingTreeClassifier(grace_period=20)), n_models=3, seed=3
+    ),
+}
+STATEFUL = [k for k in MODELS if not k.startswith("RiverLearner")]
+
+
+def stream(n=400, seed=1, **kw):
+    return list(mixed_stream(n, seed, **kw))
+
+
+@pytest.fixture(params=list(MODELS), ids=list(MODELS))
+def make(request):
+    return MODELS[request.param]
+
+
+def check_proba(p):
+    assert all(0.0 <= v <= 1.0 for v in p.values()), p
+    assert math.isclose(sum(p.values()), 1.0, abs_tol=1e-9), p
+
+
+def test_empty_before_training(make):
+    model = make()
+    assert model.predict_proba_one({"x1": 1.0, "colour": "red"}) == {}
+    assert model.predict_one({"x1": 1.0}) is None
+
+
+def test_probabilities_and_input_not_mutated(make):
+    model = make()
+    for x, y in stream(300, new_class_at=150):
+        before = copy.deepcopy(x)
+        p = model.predict_proba_one(x)
+        if p:
+            check_proba(p)
+        model.learn_one(x, y)
+        assert x == before
+    assert (
+        "rare" in model.predict_proba_one({"x2": 9.5})
+        or "rare" in set(model.predict_one(x) for x, _ in stream(300, seed=5))
+        or hasattr(model, "estimator")
+    )
+
+
+def test_new_missing_and_unseen_features(make):
+    model = make()
+    for x, y in stream(200):
+        model.learn_one(x, y)
+    for x in (
+        {},
+        {"x1": None},
+        {"never_seen": 3.0},
+        {"colour": "ultraviolet"},
+        {"x1": float("nan"), "size": "XXL"},
+        {"brand_new_cat": "q", "x2": 1.0},
+    ):
+        check_proba(model.predict_proba_one(x))
+
+
+def test_new_classes_mid_stream(make):
+    model = make()
+    data = stream(600, new_class_at=300)
+    for x, y in data:
+        model.learn_one(x, y)
+    labels = set()
+    for x, _ in data:
+        p = model.predict_proba_one(x)
+        check_proba(p)
+        labels |= set(p)
+    assert "rare" in labels
+
+
+@pytest.mark.parametrize("name", STATEFUL)
+def test_state_round_trip_mid_stream(name):
+    make = MODELS[name]
+    data = stream(500, new_class_at=200)
+    a = make()
+    for x, y in data[:250]:
+        a.learn_one(x, y)
+    b = load_state(a.to_state())
+    for x, y in data[250:]:
+        assert a.predict_proba_one(x) == b.predict_proba_one(x)
+        a.learn_one(x, y)
+        b.learn_one(x, y)
+    assert a.to_state()["header"] == b.to_state()["header"]
+
+
+def test_same_seed_same_stream_identical(make):
+    data = stream(300)
+    a, b = make(), make()
+    for x, y in data:
+        assert a.predict_proba_one(x) == b.predict_proba_one(x)
+        a.learn_one(x, y)
+        b.learn_one(x, y)
+
+
+def test_clone_is_fresh(make):
+    model = make()
+    for x, y in stream(100):
+        model.learn_one(x, y)
+    fresh = model.clone()
+    assert fresh.predict_proba_one({"x1": 0.5}) == {}
+    assert repr(fresh) == repr(model)
+
+
+def test_zero_weight_does_nothing(make):
+    a, b = make(), make()
+    data = stream(150)
+    for x, y in data:
+        a.learn_one(x, y)
+        b.learn_one(x, y)
+        b.learn_one(x, "neg", w=0.0)
+    for x, _ in data[:50]:
+        assert a.predict_proba_one(x) == b.predict_proba_one(x)
+
+
+def test_batch_equals_row_by_row(make):
+    """predict_learn_many == predict_learn_one row by row (also across schema growth)."""
+    a, b = make(), make()
+    data = stream(300, new_class_at=100)
+    if not hasattr(a, "predict_learn_many"):
+        pytest.skip("no batch API")
+    many = a.predict_learn_many([x for x, _ in data], [y for _, y in data])
+    one = [b.predict_learn_one(x, y) for x, y in data]
+    assert many == one

@@ -1,0 +1,140 @@
+"""NaiveBayes online == batch naive Bayes; DecisionStump online == batch stump on categorical data."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+
+import pytest
+from streams import categorical_stream, mixed_stream
+
+from learners import DecisionStump, NaiveBayes
+
+
+def batch_naive_bayes(data, x):
+    """Naive Bayes fitted from scratch on weighted (x, y, w) rows, formulas as documented."""
+    W = defaultdict(float)
+    cat = defaultdict(float)  # (feature, value, class) -> weight
+    catw = defaultdict(float)  # (feature, class) -> weight
+    values = defaultdict(set)
+    num = defaultdict(list)  # (feature, class) -> [(value, w)]
+    num_all = defaultdict(list)
+    for xi, y, w in data:
+        W[y] += w
+        for k, v in xi.items():
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                continue
+            if isinstance(v, str):
+                cat[k, v, y] += w
+                catw[k, y] += w
+                values[k].add(v)
+            else:
+                num[k, y].append((float(v), w))
+                num_all[k].append((float(v), w))
+    logp = {c: math.log(wc) for c, wc in W.items() if wc > 0}
+    for k, v in x.items():
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            continue
+        if isinstance(v, str):
+            if v not in values[k]:
+                continue  # unseen category: skipped
+            for c in logp:
+                logp[c] += math.log((cat[k, v, c] + 1.0) / (catw[k, c] + len(values[k])))
+        else:
+            obs = num_all[k]
+            if not obs:
+                continue
+            tw = sum(w for _, w in obs)
+            mu = sum(w * t for t, w in obs) / tw
+            eps = 1e-9 * sum(w * (t - mu) ** 2 for t, w in obs) / tw + 1e-300
+            for c in logp:
+                rows = num[k, c]
+                if not rows:
+                    continue
+                wc = sum(w for _, w in rows)
+                m = sum(w * t for t, w in rows) / wc
+                var = (sum(w * (t - m) ** 2 for t, w in rows) / (wc - 1.0) if wc > 1 else 0.0) + eps
+                logp[c] += (
+                    -0.5 * (float(v) - m) ** 2 / var
+                    - 0.5 * math.log(var)
+                    - 0.5 * math.log(2 * math.pi)
+                )
+    mx = max(logp.values())
+    e = {c: math.exp(lp - mx) for c, lp in logp.items()}
+    z = sum(e.values())
+    return {c: v / z for c, v in e.items()}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_naive_bayes_online_equals_batch(seed):
+    rng = random.Random(seed)
+    data = [
+        (x, y, rng.choice([1.0, 2.0, 0.5, rng.uniform(0.1, 3.0)]))
+        for x, y in mixed_stream(600, seed, new_class_at=400)
+    ]
+    nb = NaiveBayes()
+    probes = [x for x, _ in mixed_stream(40, seed + 100)] + [{"colour": "never"}, {"x1": 2.0}]
+    for i, (x, y, w) in enumerate(data):
+        nb.learn_one(x, y, w=w)
+        if i in (5, 50, 399, 401, 599):
+            for probe in probes:
+                online = nb.predict_proba_one(probe)
+                batch = batch_naive_bayes(data[: i + 1], probe)
+                assert set(online) >= set(batch)
+                for c, p in batch.items():
+                    assert online[c] == pytest.approx(p, abs=1e-9), (i, probe, c)
+
+
+def entropy(d):
+    tot = sum(d.values())
+    return -sum(v / tot * math.log2(v / tot) for v in d.values() if v > 0) if tot > 0 else 0.0
+
+
+def batch_stump(data, x):
+    """The ID3 stump on categorical data: multiway split on the best-gain attribute."""
+    root = defaultdict(float)
+    branches = defaultdict(lambda: defaultdict(float))  # (feature, value) -> class dist
+    features = []
+    for xi, y, w in data:
+        root[y] += w
+        for k, v in xi.items():
+            if k not in features:
+                features.append(k)
+            if v is not None:
+                branches[k, v][y] += w
+    h = entropy(root)
+    best, best_gain = None, 1e-12
+    for f in features:
+        dists = [d for (k, _), d in branches.items() if k == f]
+        tot = sum(sum(d.values()) for d in dists)
+        if len([d for d in dists if sum(d.values()) > 0]) < 2:
+            continue
+        gain = h - sum(sum(d.values()) / tot * entropy(d) for d in dists)
+        if gain > best_gain + 1e-12:
+            best, best_gain = f, gain
+    dist = root
+    if best is not None and x.get(best) is not None and sum(branches[best, x[best]].values()) > 0:
+        dist = branches[best, x[best]]
+    tot = sum(dist.values())
+    return {c: v / tot for c, v in dist.items() if v > 0}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_stump_online_equals_batch_on_categorical(seed):
+    rng = random.Random(seed)
+    data = [
+        (x, y, rng.choice([1.0, 2.0, 3.0]))
+        for x, y in categorical_stream(400, seed, n_values=3 + seed)
+    ]
+    stump = DecisionStump()
+    probes = [x for x, _ in categorical_stream(30, seed + 50, n_values=5)]
+    for i, (x, y, w) in enumerate(data):
+        stump.learn_one(x, y, w=w)
+        if i % 37 == 0 or i == len(data) - 1:
+            for probe in probes:
+                online = {c: p for c, p in stump.predict_proba_one(probe).items() if p > 0}
+                batch = batch_stump(data[: i + 1], probe)
+                assert set(online) == set(batch), (i, probe)
+                for c, p in batch.items():
+                    assert online[c] == pytest.approx(p, abs=1e-9)
