@@ -93,9 +93,10 @@ class AdaBoost(_BatchEnsemble):
     >>> from learners import DecisionStump
     >>> from ensembles import AdaBoost
     >>> X = [{"a": "xy"[i % 2], "b": "uvw"[i % 3]} for i in range(60)]
-    >>> y = [(i % 2 == 0) != (i % 3 == 0) for i in range(60)]
-    >>> AdaBoost(DecisionStump(), n_models=5, seed=1).fit(X, y).predict_one({"a": "x", "b": "u"})
-    False
+    >>> y = [x["a"] == "x" or x["b"] == "u" for x in X]  # no single stump gets it right
+    >>> model = AdaBoost(DecisionStump(), n_models=5, seed=1).fit(X, y)
+    >>> [model.predict_one({"a": a, "b": b}) for a, b in [("x", "v"), ("y", "u"), ("y", "w")]]
+    [True, True, False]
     """
 
     def fit(self, X: list[Features], y: list) -> AdaBoost:

@@ -54,10 +54,11 @@ class OnlineBoosting(OnlineEnsemble):
     >>> from learners import DecisionStump
     >>> from ensembles import OnlineBoosting
     >>> model = OnlineBoosting(DecisionStump(), n_models=3, seed=1)
-    >>> for i in range(60):
-    ...     model.learn_one({"a": "xy"[i % 2], "b": "uvw"[i % 3]}, (i % 2 == 0) != (i % 3 == 0))
-    >>> model.predict_one({"a": "x", "b": "u"})
-    False
+    >>> X = [{"a": "xy"[i % 2], "b": "uvw"[i % 3]} for i in range(60)]
+    >>> for x in X:  # y = a is x OR b is u: no single stump gets it right
+    ...     model.learn_one(x, x["a"] == "x" or x["b"] == "u")
+    >>> [model.predict_one({"a": a, "b": b}) for a, b in [("x", "v"), ("y", "u"), ("y", "w")]]
+    [True, True, False]
 
     References
     ----------
