@@ -45,12 +45,14 @@ EPS_MIN = 1e-10  # a member never wrong so far votes as if its error were 1e-10
 
 
 @nb.njit(cache=True)
-def bagging_run(B, xn, xc, ys, ws, seqs, seed, start, do_predict, do_learn, vote, out, n_cls,
+def bagging_run(B, I, F, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
                 code_attr, need):  # fmt: skip
-    """Online bagging (Oza 2001, Fig. 3.3) over rows ``start..``; row r has sequence number ``seqs[r]``.
+    """Online bagging (Oza 2001, Fig. 3.3) over rows ``start..``; ``I = [seed, vote]``.
 
-    Returns the first row not processed (``len(ys)`` when done, earlier when arrays must grow).
+    Signature and return value as ``learners._tree.single_run``.
     """
+    seed = I[0]
+    vote = I[1]
     R = xn.shape[0]
     M = B.kind.shape[0]
     C = B.dist.shape[2]
@@ -100,9 +102,16 @@ def vote_weights(lam_sc, lam_sw, out):
 
 
 @nb.njit(cache=True)
-def boosting_run(B, lam_sc, lam_sw, xn, xc, ys, ws, seqs, seed, start, do_predict, do_learn,
-                 out, n_cls, code_attr, need):  # fmt: skip
-    """Online boosting (Oza 2001, Fig. 4.3) over rows ``start..``; see ``bagging_run``."""
+def boosting_run(B, I, F, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
+                 code_attr, need):  # fmt: skip
+    """Online boosting (Oza 2001, Fig. 4.3) over rows ``start..``; ``I = [seed]``,
+    ``F = [lambda_sc, lambda_sw]`` (one row per counter, one column per member).
+
+    Signature and return value as ``learners._tree.single_run``.
+    """
+    seed = I[0]
+    lam_sc = F[0]
+    lam_sw = F[1]
     R = xn.shape[0]
     M = B.kind.shape[0]
     C = B.dist.shape[2]

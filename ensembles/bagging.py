@@ -69,11 +69,10 @@ class OnlineBagging(OnlineEnsemble):
     def _extra_params(self) -> dict:
         return {"vote": self.vote}
 
-    def _kernel_run(self, xn, xc, yc, w, seqs, start, do_predict, do_learn, out, n_cls,
-                    code_attr, need):  # fmt: skip
-        return _kernels.bagging_run(self._bank.B, xn, xc, yc, w, seqs, self.seed, start,
-                                    do_predict, do_learn, _VOTES[self.vote], out, n_cls,
-                                    code_attr, need)  # fmt: skip
+    _kernel = staticmethod(_kernels.bagging_run)
+
+    def _init_extra(self) -> None:
+        self._I = np.array([self.seed, _VOTES[self.vote]], dtype=np.int64)
 
     # slow path: the same algorithm over Python member objects
     def _py_predict(self, x: Features) -> dict:
@@ -113,8 +112,8 @@ class OnlineBagging(OnlineEnsemble):
         enc = self._encode_block(X, y) if self._native else None
         for m in range(self.n_models):
             counts = resample_counts(
-                np.ones(len(X)), len(X), self.seed, m, _PRIME_TAG + self._n_seen
+                np.ones(len(X)), len(X), self.seed, m, _PRIME_TAG + self.n_seen
             )
             self._member_fit(m, X, y, counts, enc)
-        self._n_seen += len(X)
+        self._set_n_seen(self.n_seen + len(X))
         return self

@@ -37,7 +37,8 @@ def check_int(name: str, value: Any, lo: int, hi: int) -> None:
 
 
 class OnlineEnsemble:
-    """Base class: subclasses implement ``_kernel_run`` (native) and ``_py_row`` (slow path)."""
+    """Base class: subclasses set ``_kernel`` (native path) and implement ``_py_predict`` /
+    ``_py_learn`` (slow path: the same algorithm over Python member objects)."""
 
     kind = ""  # "bagging" | "boosting" | "single"
 
@@ -65,7 +66,7 @@ class OnlineEnsemble:
     def n_seen(self) -> int:
         """Examples learned so far with ``w > 0`` (the sequence counter keying the Poisson
         draws)."""
-        return self._n_seen
+        return self._bank.n_seen if self._native else self._n_seen
 
     @property
     def classes(self) -> list:
@@ -80,47 +81,36 @@ class OnlineEnsemble:
             for y in classes or []:
                 self._add_class(y)
 
+    def _set_n_seen(self, n: int) -> None:
+        if self._native:
+            self._bank.n_seen = n
+        else:
+            self._n_seen = n
+
     def _add_class(self, y: Any) -> None:
         y = normalize_label(y)
         if y not in self._classes:
             self._classes.append(y)
 
     # ---------------------------------------------------------------- the model API
+    _kernel = None  # compiled run kernel (signature of learners._tree.single_run)
+    _I = np.zeros(1, np.int64)  # integer parameters handed to the kernel
+    _F = np.zeros((1, 1))  # float state handed to the kernel
+
     def _run(self, X, ys, ws, do_predict: bool, do_learn: bool) -> list[dict]:
+        if self._native:
+            return self._bank.run(self._kernel, self._I, self._F, X, ys, ws, do_predict, do_learn)
         if ws is not None:
             ws = [float(w) for w in ws]
-            if any(not (w >= 0.0) or w == float("inf") for w in ws):
+            if any(not (0.0 <= w < float("inf")) for w in ws):
                 raise ValueError("sample weights must be finite and >= 0")
-        if not self._native:
-            return self._py_run(X, ys, ws, do_predict, do_learn)
-        bank = self._bank
-        schema = bank.schema
-        xn, xc, yc, n_cls = schema.encode_rows(X, grow=do_learn, ys=ys if do_learn else None)
-        if do_learn:
-            bank.fit_schema()
-        R = len(X)
-        out = np.zeros((R, bank.T.dist.shape[2]))
-        w = np.ones(R) if ws is None else np.asarray(ws, dtype=np.float64)
-        code_attr = schema.code_attr_array
-        need = bank.need() if do_learn else 0
-        learned = w > 0.0
-        seqs = self._n_seen + np.cumsum(learned) - 1  # sequence number of each learned row
-        start = 0
-        while True:
-            start = self._kernel_run(xn, xc, yc, w, seqs, start, do_predict, do_learn, out,
-                                     n_cls, code_attr, need)  # fmt: skip
-            if start >= R:
-                break
-            bank.grow_nodes(need)
-        if do_learn:
-            self._n_seen += int(learned.sum())
-        if not do_predict:
-            return []
-        return [schema.proba_dict(out[r], int(n_cls[r])) for r in range(R)]
+        return self._py_run(X, ys, ws, do_predict, do_learn)
 
-    def _kernel_run(self, xn, xc, yc, w, seqs, start, do_predict, do_learn, out, n_cls,
-                    code_attr, need):  # fmt: skip
-        raise NotImplementedError
+    def _one(self, x, y, w, do_predict: bool, do_learn: bool):
+        if self._native:
+            return self._bank.run_one(self._kernel, self._I, self._F, x, y, w, do_predict, do_learn)
+        out = self._run([x], None if y is None else [y], [w], do_predict, do_learn)
+        return out[0] if do_predict else None
 
     def _py_run(self, X, ys, ws, do_predict, do_learn) -> list[dict]:
         results = []
@@ -144,18 +134,18 @@ class OnlineEnsemble:
 
     def learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> None:
         """Learn one example with sample weight ``w`` (``w = 0`` does nothing)."""
-        self._run([x], [y], [w], False, True)
+        self._one(x, y, w, False, True)
 
     def predict_proba_one(self, x: Features) -> dict[Label, float]:
         """Class probabilities (``{}`` before any training)."""
-        return self._run([x], None, None, True, False)[0]
+        return self._one(x, None, 0.0, True, False)
 
     def predict_one(self, x: Features) -> Label | None:
         return argmax_label(self.predict_proba_one(x))
 
     def predict_learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> dict[Label, float]:
         """Predict, then learn (prequential); returns the prediction made before learning."""
-        return self._run([x], [y], [w], True, True)[0]
+        return self._one(x, y, w, True, True)
 
     def learn_many(self, X: list[Features], y: list, w: list[float] | None = None) -> None:
         self._run(list(X), list(y), w, False, True)
@@ -238,7 +228,7 @@ class OnlineEnsemble:
                 "seed": self.seed, "params": params}  # fmt: skip
 
     def describe(self) -> dict:
-        return {"spec": self.spec(), "n_seen": self._n_seen, "classes": self.classes,
+        return {"spec": self.spec(), "n_seen": self.n_seen, "classes": self.classes,
                 "state_bytes": self.state_bytes, "members": self._describe_members()}  # fmt: skip
 
     def _describe_members(self) -> list[dict]:
@@ -266,7 +256,7 @@ class OnlineEnsemble:
         """``{"header": JSON-able dict, "arrays": {name: ndarray}}`` — no pickle of client data."""
         header: dict[str, Any] = {
             "format": STATE_FORMAT, "version": STATE_VERSION, "type": type(self).__name__,
-            "spec": self.spec(), "n_seen": self._n_seen,
+            "spec": self.spec(), "n_seen": self.n_seen,
         }  # fmt: skip
         arrays = dict(self._extra_arrays())
         if self._native:
@@ -295,7 +285,7 @@ class OnlineEnsemble:
         if h.get("type") != cls.__name__:
             raise ValueError(f"state is for {h.get('type')!r}, not {cls.__name__}")
         obj = build_model(h["spec"])
-        obj._n_seen = int(h["n_seen"])
+        obj._set_n_seen(int(h["n_seen"]))
         arrays = state["arrays"]
         if obj._native:
             obj._bank.schema = Schema.from_header(h["schema"])

@@ -68,14 +68,18 @@ class OnlineBoosting(OnlineEnsemble):
     kind = "boosting"
 
     def _init_extra(self) -> None:
-        self._lam_sc = np.zeros(self.n_models)
-        self._lam_sw = np.zeros(self.n_models)
+        self._I = np.array([self.seed], dtype=np.int64)
+        self._F = np.zeros((2, self.n_models))  # rows: lambda_sc, lambda_sw
 
-    def _kernel_run(self, xn, xc, yc, w, seqs, start, do_predict, do_learn, out, n_cls,
-                    code_attr, need):  # fmt: skip
-        return _kernels.boosting_run(self._bank.B, self._lam_sc, self._lam_sw, xn, xc, yc, w,
-                                     seqs, self.seed, start, do_predict, do_learn, out,
-                                     n_cls, code_attr, need)  # fmt: skip
+    @property
+    def _lam_sc(self) -> np.ndarray:
+        return self._F[0]
+
+    @property
+    def _lam_sw(self) -> np.ndarray:
+        return self._F[1]
+
+    _kernel = staticmethod(_kernels.boosting_run)
 
     @property
     def vote_weights(self) -> np.ndarray:
@@ -123,8 +127,8 @@ class OnlineBoosting(OnlineEnsemble):
         return {"boost.lam_sc": self._lam_sc.copy(), "boost.lam_sw": self._lam_sw.copy()}
 
     def _load_extra(self, arrays: dict[str, np.ndarray]) -> None:
-        self._lam_sc = np.array(arrays["boost.lam_sc"], dtype=np.float64)
-        self._lam_sw = np.array(arrays["boost.lam_sw"], dtype=np.float64)
+        self._F[0] = np.asarray(arrays["boost.lam_sc"], dtype=np.float64)
+        self._F[1] = np.asarray(arrays["boost.lam_sw"], dtype=np.float64)
 
     def _describe_members(self) -> list[dict]:
         base = super()._describe_members()
@@ -149,7 +153,7 @@ class OnlineBoosting(OnlineEnsemble):
         enc = self._encode_block(X, y) if self._native else None
         D = np.full(N, 1.0 / N)
         for m in range(self.n_models):
-            counts = resample_counts(D, N, self.seed, m, _PRIME_TAG + self._n_seen)
+            counts = resample_counts(D, N, self.seed, m, _PRIME_TAG + self.n_seen)
             self._member_fit(m, X, y, counts, enc)
             correct = self._member_correct(m, X, y, enc)
             eps = float(D[~correct].sum())
@@ -159,5 +163,5 @@ class OnlineBoosting(OnlineEnsemble):
                 D = np.where(correct, D / (2.0 * (1.0 - eps)), D / (2.0 * eps))
             elif eps >= 0.5 or math.isclose(eps, 0.0):
                 D = np.full(N, 1.0 / N)  # AdaBoost would stop; restart the weights instead
-        self._n_seen += N
+        self._set_n_seen(self.n_seen + N)
         return self

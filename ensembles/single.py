@@ -30,10 +30,7 @@ class Single(OnlineEnsemble):
             raise ValueError(f"n_models must be 1 for a single model, got {n_models!r}")
         super().__init__(learner, n_models=1, seed=seed)
 
-    def _kernel_run(self, xn, xc, yc, w, seqs, start, do_predict, do_learn, out, n_cls,
-                    code_attr, need):  # fmt: skip
-        return _tree.single_run(self._bank.B, xn, xc, yc, w, start, do_predict, do_learn, out,
-                                n_cls, code_attr, need)  # fmt: skip
+    _kernel = staticmethod(_tree.single_run)
 
     def _py_predict(self, x: Features) -> dict:
         return self._members[0].predict_proba_one(x)

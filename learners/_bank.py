@@ -6,10 +6,12 @@ their own compiled kernels over ``bank.T`` (ARCHITECTURE §3: no Python loop ove
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ._tree import TreeParams, TreeState, make_bank
-from .schema import Schema
+from ._tree import NUM_STATS, TreeParams, TreeState, make_bank
+from .schema import FeatureTypeError, Schema
 
 _INT_FIELDS = ("kind", "attr", "slot", "child", "sibling", "branch", "depth", "n_nodes", "nvals",
                "free", "n_free", "n_slots")  # fmt: skip
@@ -31,7 +33,7 @@ def _alloc(M: int, N: int, L: int, K: int, A: int, J: int, C: int) -> TreeState:
         cat=np.zeros((M, L, K, C)),
         catw=np.zeros((M, L, A, C)),
         nvals=np.zeros((M, L, A), i64),
-        num=np.zeros((M, L, J, C, 5)),
+        num=np.zeros((M, L, J, C, NUM_STATS)),
         last=np.zeros((M, L)),
         mc_ok=np.zeros((M, L)),
         nb_ok=np.zeros((M, L)),
@@ -64,12 +66,20 @@ class TreeBank:
         self.params = params
         self.M = n_members
         self.schema = schema or Schema()
+        self.n_seen = 0  # examples learned with w > 0: the sequence counter of the Poisson draws
         self._set(_alloc(n_members, N=8, L=8, K=4, A=1, J=1, C=2))
         self._init_roots()
+        # one-row buffers for the per-example fast path
+        self._y1 = np.zeros(1, np.int64)
+        self._w1 = np.zeros(1)
+        self._seq1 = np.zeros(1, np.int64)
+        self._ncls1 = np.zeros(1, np.int64)
 
     def _set(self, T: TreeState) -> None:
         self.T = T
         self.B = make_bank(T, self.params)
+        self._caps = (T.cat.shape[2], T.catw.shape[2], T.num.shape[2], T.dist.shape[2])
+        self._out1 = np.zeros((1, T.dist.shape[2]))
 
     def _init_roots(self) -> None:
         from ._tree import new_leaf
@@ -80,11 +90,14 @@ class TreeBank:
     # --------------------------------------------------------------------------- capacity
     def need(self) -> int:
         """Nodes/slots one learned example may take at most (a multiway split + a new branch)."""
-        return max(2, self.schema.max_values()) + 2
+        return max(2, self.schema._max_values) + 2
 
     def fit_schema(self) -> None:
         """Grow arrays so every code, feature and class of the schema has room."""
         s = self.schema
+        K, A, J, C = self._caps
+        if s.n_codes <= K and s.n_cat <= A and s.n_num <= J and s.n_classes <= C:
+            return
         M, N, L, K, A, J, C = _dims(self.T)
         want = (max(K, s.n_codes), max(A, s.n_cat), max(J, s.n_num), max(C, s.n_classes))
         if want != (K, A, J, C):
@@ -105,6 +118,85 @@ class TreeBank:
         new.num[..., 3] = np.inf  # fresh slots are re-initialised on allocation anyway
         new.num[..., 4] = -np.inf
         self._set(_copy_into(new, self.T))
+
+    # --------------------------------------------------------------------------- running kernels
+    def run(self, kernel, I, F, X, ys, ws, do_predict: bool, do_learn: bool) -> list[dict]:
+        """Run ``kernel`` (signature of ``_tree.single_run``) over rows; returns the predictions
+        (made before each row is learned) when ``do_predict``."""
+        schema = self.schema
+        xn, xc, yc, n_cls = schema.encode_rows(X, grow=do_learn, ys=ys if do_learn else None)
+        R = len(X)
+        if ws is None:
+            w = np.ones(R)
+        else:
+            w = np.asarray(ws, dtype=np.float64)
+            if w.shape != (R,) or not np.all((w >= 0.0) & (w < np.inf)):
+                raise ValueError("sample weights must be finite and >= 0, one per row")
+        if do_learn:
+            self.fit_schema()
+        out = np.zeros((R, self.T.dist.shape[2]))
+        learned = w > 0.0
+        seqs = self.n_seen + np.cumsum(learned) - 1  # sequence number of each learned row
+        need = self.need() if do_learn else 0
+        start = 0
+        while True:
+            start = kernel(self.B, I, F, xn, xc, yc, w, seqs, start, do_predict, do_learn, out,
+                           n_cls, schema.code_attr_array, need)  # fmt: skip
+            if start >= R:
+                break
+            self.grow_nodes(need)
+        if do_learn:
+            self.n_seen += int(learned.sum())
+        if not do_predict:
+            return []
+        return [schema.proba_dict(out[r], int(n_cls[r])) for r in range(R)]
+
+    def run_one(self, kernel, I, F, x, y, w: float, do_predict: bool, do_learn: bool):
+        """The per-example fast path of ``run`` (same results, less overhead)."""
+        s = self.schema
+        if type(x) is not dict and not isinstance(x, dict):
+            raise FeatureTypeError("features", f"expected a dict, got {type(x).__name__}")
+        if do_learn:
+            if not (0.0 <= w < math.inf):
+                raise ValueError(f"w must be finite and >= 0, got {w!r}")
+            mark = s.mark()
+            try:
+                num, cat = s._encode_row(x, True)
+                n_cls = len(s.classes)
+                yc = s.class_index.get(y)
+                if yc is None:
+                    yc = s.class_code(y, grow=True)
+            except Exception:
+                s.rollback(mark)
+                raise
+            self.fit_schema()
+        else:
+            num, cat = s._encode_row(x, False)
+            n_cls = len(s.classes)
+            yc = 0
+        J = len(s.num_names) or 1
+        A = len(s.cat_names) or 1
+        if len(num) < J:
+            num.extend([math.nan] * (J - len(num)))
+        if len(cat) < A:
+            cat.extend([-1] * (A - len(cat)))
+        xn = np.array([num], dtype=np.float64)
+        xc = np.array([cat], dtype=np.int64)
+        self._y1[0] = yc
+        self._w1[0] = w
+        self._seq1[0] = self.n_seen
+        self._ncls1[0] = n_cls
+        need = (max(2, s._max_values) + 2) if do_learn else 0
+        out = self._out1
+        while not kernel(self.B, I, F, xn, xc, self._y1, self._w1, self._seq1, 0, do_predict,
+                         do_learn, out, self._ncls1, s.code_attr_array, need):  # fmt: skip
+            self.grow_nodes(need)
+            out = self._out1
+        if do_learn and w > 0.0:
+            self.n_seen += 1
+        if do_predict:
+            return s.proba_dict(out[0], n_cls)
+        return None
 
     # --------------------------------------------------------------------------- state
     def state_arrays(self, prefix: str = "tree.") -> dict[str, np.ndarray]:

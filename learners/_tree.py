@@ -20,7 +20,8 @@ Layout (leading axis = member ``m``):
   splits, the category code for categorical ones), depth; ``dist [M, N, C]`` class weights.
 * leaf slots ``[M, L]``: ``cat [M, L, K, C]`` weight per category code and class, ``catw [M, L, A, C]``
   observed weight per categorical feature and class, ``nvals [M, L, A]`` distinct values seen,
-  ``num [M, L, J, C, 5]`` (weight, mean, M2, min, max) per numeric feature and class, ``last``
+  ``num [M, L, J, C, 7]`` (weight, mean, M2, min, max, and the naive-Bayes variance and its log,
+  cached lazily: 0 = stale) per numeric feature and class, ``last``
   weight at the last split attempt, ``mc_ok``/``nb_ok`` correct weight of the two leaf predictors.
 
 Codes: ``xn`` numeric values (NaN = missing), ``xc`` category codes (-1 missing, -2 unseen).
@@ -39,7 +40,8 @@ from numba.experimental import structref
 LEAF, NUMERIC_SPLIT, CATEGORICAL_SPLIT = 0, 1, 2
 PRED_MC, PRED_NB, PRED_NBA, PRED_STUMP = 0, 1, 2, 3
 CRIT_INFO_GAIN, CRIT_GINI = 0, 1
-W, MEAN, M2, MIN, MAX = 0, 1, 2, 3, 4
+W, MEAN, M2, MIN, MAX, VAR, LOGVAR = 0, 1, 2, 3, 4, 5, 6
+NUM_STATS = 7
 
 STATE_FIELDS = (
     "kind", "attr", "thr", "slot", "child", "sibling", "branch", "depth", "dist", "n_nodes",
@@ -231,10 +233,12 @@ def update_leaf(T, m, node, xn, xc, y, w, code_attr):
                 T.nvals[m, s, a] += 1
             T.cat[m, s, code, y] += w
             T.catw[m, s, a, y] += w
+    num = T.num
+    C = num.shape[3]
     for j in range(xn.shape[0]):
         v = xn[j]
         if not np.isnan(v):
-            st = T.num[m, s, j, y]
+            st = num[m, s, j, y]
             wn = st[W] + w
             d = v - st[MEAN]
             st[MEAN] += d * (w / wn)
@@ -244,6 +248,32 @@ def update_leaf(T, m, node, xn, xc, y, w, code_attr):
                 st[MIN] = v
             if v > st[MAX]:
                 st[MAX] = v
+            for k in range(C):
+                num[m, s, j, k, VAR] = 0.0  # stale: nb_proba recomputes it when needed
+
+
+@nb.njit(cache=True)
+def gaussian_cache(num, m, s, j, C):
+    """Naive-Bayes variance of every class for feature j at slot s: the unbiased weighted
+    variance plus 1e-9 x the pooled variance (so a constant feature stays finite), and its log."""
+    pw = 0.0
+    pmean = 0.0
+    pm2 = 0.0
+    for k in range(C):
+        st = num[m, s, j, k]
+        if st[W] > 0.0:
+            nw = pw + st[W]
+            dm = st[MEAN] - pmean
+            pmean += dm * st[W] / nw
+            pm2 += st[M2] + dm * dm * pw * st[W] / nw
+            pw = nw
+    eps = 1e-9 * (pm2 / pw if pw > 0.0 else 0.0) + 1e-300
+    for k in range(C):
+        st = num[m, s, j, k]
+        if st[W] > 0.0:
+            var = (st[M2] / (st[W] - 1.0) if st[W] > 1.0 else 0.0) + eps
+            st[VAR] = var
+            st[LOGVAR] = math.log(var)
 
 
 @nb.njit(cache=True)
@@ -458,7 +488,7 @@ def nb_proba(T, m, node, xn, xc, n_classes, out):
     likelihoods (unbiased weighted variance, plus 1e-9 x the pooled variance)."""
     s = T.slot[m, node]
     d = T.dist[m, node]
-    logp = np.empty(n_classes)
+    logp = out  # log-probabilities are accumulated in place, then exponentiated
     any_class = False
     for k in range(n_classes):
         if d[k] > 0.0:
@@ -486,33 +516,22 @@ def nb_proba(T, m, node, xn, xc, n_classes, out):
         for k in range(n_classes):
             if d[k] > 0.0:
                 logp[k] += math.log((T.cat[m, s, code, k] + 1.0) / (T.catw[m, s, a, k] + V))
-    J = min(xn.shape[0], T.num.shape[2])
+    num = T.num
+    J = min(xn.shape[0], num.shape[2])
     for j in range(J):
         v = xn[j]
         if np.isnan(v):
             continue
-        # pooled variance of the feature at this leaf, for smoothing
-        pw = 0.0
-        pmean = 0.0
-        pm2 = 0.0
-        for k in range(n_classes):
-            st = T.num[m, s, j, k]
-            if st[W] > 0.0:
-                nw = pw + st[W]
-                dm = st[MEAN] - pmean
-                pmean += dm * st[W] / nw
-                pm2 += st[M2] + dm * dm * pw * st[W] / nw
-                pw = nw
-        eps = 1e-9 * (pm2 / pw if pw > 0.0 else 0.0) + 1e-300
         for k in range(n_classes):
             if d[k] <= 0.0:
                 continue
-            st = T.num[m, s, j, k]
+            st = num[m, s, j, k]
             if st[W] <= 0.0:
                 continue
-            var = (st[M2] / (st[W] - 1.0) if st[W] > 1.0 else 0.0) + eps
+            if st[VAR] == 0.0:
+                gaussian_cache(num, m, s, j, num.shape[3])
             z = v - st[MEAN]
-            logp[k] += -0.5 * z * z / var - 0.5 * math.log(var) - LOG2PI_HALF
+            logp[k] += -0.5 * z * z / st[VAR] - 0.5 * st[LOGVAR] - LOG2PI_HALF
     mx = -np.inf
     for k in range(n_classes):
         if logp[k] > mx:
@@ -693,12 +712,15 @@ def classes_after(n_cls, ys, r):
 
 
 @nb.njit(cache=True)
-def single_run(B, xn, xc, ys, ws, start, do_predict, do_learn, out, n_cls, code_attr, need):
+def single_run(B, I, F, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls, code_attr,
+               need):  # fmt: skip
     """Predict-then-learn rows ``start..`` with member 0 (a standalone learner).
 
-    ``n_cls[r]`` is the number of classes known when row r is predicted.
-    Returns the index of the first row not processed (``len(ys)`` when done; earlier when the
-    arrays need to grow by ``need`` nodes/slots first)."""
+    All run kernels share this signature: ``B`` the bank, ``I``/``F`` the ensemble's integer and
+    float parameters/state (unused here), rows ``xn``/``xc``/``ys``/``ws`` with sequence numbers
+    ``seqs``; ``n_cls[r]`` is the number of classes known when row r is predicted. Returns the
+    first row not processed (``len(ys)`` when done; earlier when arrays must grow by ``need``
+    nodes/slots first)."""
     R = xn.shape[0]
     C = B.dist.shape[2]
     scratch = np.empty(C)

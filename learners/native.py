@@ -70,44 +70,32 @@ class NativeLearner:
     def classes(self) -> list:
         return list(self._bank.schema.classes)
 
+    @property
+    def n_seen(self) -> int:
+        """Examples learned so far with ``w > 0``."""
+        return self._bank.n_seen
+
     # ---------------------------------------------------------------- the model API
-    def _run(self, X, ys, ws, do_predict: bool, do_learn: bool) -> list[dict]:
-        bank = self._bank
-        schema = bank.schema
-        xn, xc, yc, n_cls = schema.encode_rows(X, grow=do_learn, ys=ys if do_learn else None)
-        if do_learn:
-            bank.fit_schema()
-        out = np.zeros((len(X), bank.T.dist.shape[2]))
-        w = np.ones(len(X)) if ws is None else np.asarray(ws, dtype=np.float64)
-        code_attr = schema.code_attr_array
-        start = 0
-        need = bank.need() if do_learn else 0
-        while True:
-            start = _tree.single_run(bank.B, xn, xc, yc, w, start, do_predict,
-                                     do_learn, out, n_cls, code_attr, need)  # fmt: skip
-            if start >= len(X):
-                break
-            bank.grow_nodes(need)
-        if not do_predict:
-            return []
-        return [schema.proba_dict(out[r], int(n_cls[r])) for r in range(len(X))]
+    _I = np.zeros(1, np.int64)
+    _F = np.zeros((1, 1))
 
     def learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> None:
         """Learn one example with sample weight ``w`` (``w = 0`` does nothing)."""
-        if w < 0:
-            raise ValueError(f"w must be >= 0, got {w!r}")
-        self._run([x], [y], [w], False, True)
+        self._bank.run_one(_tree.single_run, self._I, self._F, x, y, w, False, True)
 
     def predict_proba_one(self, x: Features) -> dict[Label, float]:
         """Class probabilities (``{}`` before any training)."""
-        return self._run([x], None, None, True, False)[0]
+        return self._bank.run_one(_tree.single_run, self._I, self._F, x, None, 0.0, True, False)
 
     def predict_one(self, x: Features) -> Label | None:
         return argmax_label(self.predict_proba_one(x))
 
     def predict_learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> dict[Label, float]:
         """Predict, then learn (prequential); returns the prediction made before learning."""
-        return self._run([x], [y], [w], True, True)[0]
+        return self._bank.run_one(_tree.single_run, self._I, self._F, x, y, w, True, True)
+
+    def _run(self, X, ys, ws, do_predict: bool, do_learn: bool) -> list[dict]:
+        return self._bank.run(_tree.single_run, self._I, self._F, X, ys, ws, do_predict, do_learn)
 
     def learn_many(self, X: list[Features], y: list, w: list[float] | None = None) -> None:
         self._run(list(X), list(y), w, False, True)
@@ -130,6 +118,7 @@ class NativeLearner:
             "type": type(self).__name__,
             "params": self.params(),
             "schema": self._bank.schema.to_header(),
+            "n_seen": self._bank.n_seen,
         }
         json.dumps(header)  # fail early if a label is not JSON-able
         return {"header": header, "arrays": self._bank.state_arrays()}
@@ -143,6 +132,7 @@ class NativeLearner:
         obj._bank.schema = Schema.from_header(h["schema"])
         obj._bank.load_arrays(state["arrays"])
         obj._bank.fit_schema()
+        obj._bank.n_seen = int(h.get("n_seen", 0))
         return obj
 
     @property
