@@ -45,14 +45,14 @@ EPS_MIN = 1e-10  # a member never wrong so far votes as if its error were 1e-10
 
 
 @nb.njit(cache=True)
-def bagging_run(B, I, F, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
+def bagging_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
                 code_attr, need):  # fmt: skip
-    """Online bagging (Oza 2001, Fig. 3.3) over rows ``start..``; ``I = [seed, vote]``.
+    """Online bagging (Oza 2001, Fig. 3.3) over rows ``start..``; ``ipar = [seed, vote]``.
 
     Signature and return value as ``learners._tree.single_run``.
     """
-    seed = I[0]
-    vote = I[1]
+    seed = ipar[0]
+    vote = ipar[1]
     R = xn.shape[0]
     M = B.kind.shape[0]
     C = B.dist.shape[2]
@@ -102,16 +102,16 @@ def vote_weights(lam_sc, lam_sw, out):
 
 
 @nb.njit(cache=True)
-def boosting_run(B, I, F, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
+def boosting_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
                  code_attr, need):  # fmt: skip
-    """Online boosting (Oza 2001, Fig. 4.3) over rows ``start..``; ``I = [seed]``,
-    ``F = [lambda_sc, lambda_sw]`` (one row per counter, one column per member).
+    """Online boosting (Oza 2001, Fig. 4.3) over rows ``start..``; ``ipar = [seed]``,
+    ``fstate = [lambda_sc, lambda_sw]`` (one row per counter, one column per member).
 
     Signature and return value as ``learners._tree.single_run``.
     """
-    seed = I[0]
-    lam_sc = F[0]
-    lam_sw = F[1]
+    seed = ipar[0]
+    lam_sc = fstate[0]
+    lam_sw = fstate[1]
     R = xn.shape[0]
     M = B.kind.shape[0]
     C = B.dist.shape[2]

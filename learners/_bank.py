@@ -120,7 +120,7 @@ class TreeBank:
         self._set(_copy_into(new, self.T))
 
     # --------------------------------------------------------------------------- running kernels
-    def run(self, kernel, I, F, X, ys, ws, do_predict: bool, do_learn: bool) -> list[dict]:
+    def run(self, kernel, ipar, fstate, X, ys, ws, do_predict: bool, do_learn: bool) -> list[dict]:
         """Run ``kernel`` (signature of ``_tree.single_run``) over rows; returns the predictions
         (made before each row is learned) when ``do_predict``."""
         schema = self.schema
@@ -140,7 +140,7 @@ class TreeBank:
         need = self.need() if do_learn else 0
         start = 0
         while True:
-            start = kernel(self.B, I, F, xn, xc, yc, w, seqs, start, do_predict, do_learn, out,
+            start = kernel(self.B, ipar, fstate, xn, xc, yc, w, seqs, start, do_predict, do_learn, out,
                            n_cls, schema.code_attr_array, need)  # fmt: skip
             if start >= R:
                 break
@@ -151,7 +151,7 @@ class TreeBank:
             return []
         return [schema.proba_dict(out[r], int(n_cls[r])) for r in range(R)]
 
-    def run_one(self, kernel, I, F, x, y, w: float, do_predict: bool, do_learn: bool):
+    def run_one(self, kernel, ipar, fstate, x, y, w: float, do_predict: bool, do_learn: bool):
         """The per-example fast path of ``run`` (same results, less overhead)."""
         s = self.schema
         if type(x) is not dict and not isinstance(x, dict):
@@ -188,7 +188,7 @@ class TreeBank:
         self._ncls1[0] = n_cls
         need = (max(2, s._max_values) + 2) if do_learn else 0
         out = self._out1
-        while not kernel(self.B, I, F, xn, xc, self._y1, self._w1, self._seq1, 0, do_predict,
+        while not kernel(self.B, ipar, fstate, xn, xc, self._y1, self._w1, self._seq1, 0, do_predict,
                          do_learn, out, self._ncls1, s.code_attr_array, need):  # fmt: skip
             self.grow_nodes(need)
             out = self._out1

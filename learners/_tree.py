@@ -712,11 +712,11 @@ def classes_after(n_cls, ys, r):
 
 
 @nb.njit(cache=True)
-def single_run(B, I, F, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls, code_attr,
+def single_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls, code_attr,
                need):  # fmt: skip
     """Predict-then-learn rows ``start..`` with member 0 (a standalone learner).
 
-    All run kernels share this signature: ``B`` the bank, ``I``/``F`` the ensemble's integer and
+    All run kernels share this signature: ``B`` the bank, ``ipar``/``fstate`` the ensemble's integer and
     float parameters/state (unused here), rows ``xn``/``xc``/``ys``/``ws`` with sequence numbers
     ``seqs``; ``n_cls[r]`` is the number of classes known when row r is predicted. Returns the
     first row not processed (``len(ys)`` when done; earlier when arrays must grow by ``need``
