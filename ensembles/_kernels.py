@@ -23,7 +23,7 @@ def _purge_stale_cache() -> None:
     RNG kernels: when those sources change, drop this module's cached machine code."""
     here = Path(__file__)
     digest = hashlib.sha256(
-        b"".join(Path(m.__file__).read_bytes() for m in (_tree, _rng))
+        b"".join(Path(str(m.__file__)).read_bytes() for m in (_tree, _rng))
     ).hexdigest()
     cache = here.parent / "__pycache__"
     stamp = cache / f"{here.stem}.deps"

@@ -85,7 +85,8 @@ class OnlineBagging(OnlineEnsemble):
             voters += 1
             if self.vote == "majority":
                 label = argmax_label(p)
-                votes[label] = votes.get(label, 0.0) + 1.0
+                if label is not None:
+                    votes[label] = votes.get(label, 0.0) + 1.0
             else:
                 for label, v in p.items():
                     votes[label] = votes.get(label, 0.0) + v

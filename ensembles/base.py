@@ -93,7 +93,7 @@ class OnlineEnsemble:
             self._classes.append(y)
 
     # ---------------------------------------------------------------- the model API
-    _kernel = None  # compiled run kernel (signature of learners._tree.single_run)
+    _kernel: Any = None  # compiled run kernel (signature of learners._tree.single_run)
     _I = np.zeros(1, np.int64)  # integer parameters handed to the kernel
     _F = np.zeros((1, 1))  # float state handed to the kernel
 

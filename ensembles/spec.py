@@ -35,7 +35,7 @@ def _extra_learners() -> dict[str, type]:
 
 
 def _keywords(cls: type) -> set[str]:
-    sig = inspect.signature(cls.__init__)
+    sig = inspect.signature(cls)
     return {n for n, p in sig.parameters.items() if n != "self" and p.kind != p.VAR_KEYWORD}
 
 

@@ -228,7 +228,7 @@ class TreeBank:
         return out
 
     def load_arrays(self, arrays: dict[str, np.ndarray], prefix: str = "tree.") -> None:
-        parts = {}
+        parts: dict[str, np.ndarray] = {}
         for name in TreeState._fields:
             a = np.asarray(arrays[prefix + name])
             want = np.int64 if name in _INT_FIELDS else np.float64

@@ -30,7 +30,7 @@ Codes: ``xn`` numeric values (NaN = missing), ``xc`` category codes (-1 missing,
 from __future__ import annotations
 
 import math
-from collections import namedtuple
+from typing import NamedTuple
 
 import numba as nb
 import numpy as np
@@ -52,9 +52,48 @@ PARAM_FIELDS = (
     "max_depth", "max_nodes", "n_split_points", "min_branch_frac",
 )  # fmt: skip
 
-# The arrays, as Python sees them (kernels mutate them in place).
-TreeState = namedtuple("TreeState", STATE_FIELDS)
-TreeParams = namedtuple("TreeParams", PARAM_FIELDS)
+
+class TreeState(NamedTuple):
+    """The arrays, as Python sees them (kernels mutate them in place)."""
+
+    kind: np.ndarray
+    attr: np.ndarray
+    thr: np.ndarray
+    slot: np.ndarray
+    child: np.ndarray
+    sibling: np.ndarray
+    branch: np.ndarray
+    depth: np.ndarray
+    dist: np.ndarray
+    n_nodes: np.ndarray
+    cat: np.ndarray
+    catw: np.ndarray
+    nvals: np.ndarray
+    num: np.ndarray
+    last: np.ndarray
+    mc_ok: np.ndarray
+    nb_ok: np.ndarray
+    free: np.ndarray
+    n_free: np.ndarray
+    n_slots: np.ndarray
+
+
+class TreeParams(NamedTuple):
+    """Learner parameters as the kernels read them."""
+
+    grace_period: float
+    delta: float
+    tau: float
+    criterion: int
+    leaf_prediction: int
+    nb_threshold: float
+    max_depth: int
+    max_nodes: int
+    n_split_points: int
+    min_branch_frac: float
+
+
+assert TreeState._fields == STATE_FIELDS and TreeParams._fields == PARAM_FIELDS
 
 
 @structref.register
@@ -93,7 +132,7 @@ def make_bank(T: TreeState, P: TreeParams) -> Bank:
         max_nodes=int(P.max_nodes), n_split_points=int(P.n_split_points),
         min_branch_frac=float(P.min_branch_frac),
     )  # fmt: skip
-    return _make_bank(*T, *p)
+    return _make_bank(*T, *p)  # type: ignore[call-arg]
 
 
 LOG2PI_HALF = 0.5 * math.log(2.0 * math.pi)
