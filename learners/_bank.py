@@ -74,6 +74,7 @@ class TreeBank:
         self._w1 = np.zeros(1)
         self._seq1 = np.zeros(1, np.int64)
         self._ncls1 = np.zeros(1, np.int64)
+        self._last: tuple | None = None  # the last predict-mode one-row encoding (see _encode_one)
 
     def _set(self, T: TreeState) -> None:
         self.T = T
@@ -151,6 +152,29 @@ class TreeBank:
             return []
         return [schema.proba_dict(out[r], int(n_cls[r])) for r in range(R)]
 
+    def _encode_one(self, x: dict, grow: bool) -> tuple[np.ndarray, np.ndarray]:
+        """One row as ``[1, J]`` / ``[1, A]`` arrays.
+
+        A predict-mode encoding of a row whose features and categories were all known is kept:
+        the usual ``predict_one(x)`` then ``learn_one(x, y)`` encodes ``x`` once (the dict must
+        be the same object, unchanged, and the schema no wider)."""
+        s = self.schema
+        J = len(s.num_names) or 1
+        A = len(s.cat_names) or 1
+        last = self._last
+        if last is not None and last[0] is x and last[2] == J and last[3] == A and x == last[1]:
+            return last[4], last[5]
+        num, cat, known = s._encode_row(x, grow)
+        if len(num) < J:
+            num.extend([math.nan] * (J - len(num)))
+        if len(cat) < A:
+            cat.extend([-1] * (A - len(cat)))
+        xn = np.array([num], dtype=np.float64)
+        xc = np.array([cat], dtype=np.int64)
+        if known and not grow:
+            self._last = (x, dict(x), J, A, xn, xc)
+        return xn, xc
+
     def run_one(self, kernel, ipar, fstate, x, y, w: float, do_predict: bool, do_learn: bool):
         """The per-example fast path of ``run`` (same results, less overhead)."""
         s = self.schema
@@ -161,7 +185,7 @@ class TreeBank:
                 raise ValueError(f"w must be finite and >= 0, got {w!r}")
             mark = s.mark()
             try:
-                num, cat = s._encode_row(x, True)
+                xn, xc = self._encode_one(x, True)
                 n_cls = len(s.classes)
                 yc = s.class_index.get(y)
                 if yc is None:
@@ -171,17 +195,9 @@ class TreeBank:
                 raise
             self.fit_schema()
         else:
-            num, cat = s._encode_row(x, False)
+            xn, xc = self._encode_one(x, False)
             n_cls = len(s.classes)
             yc = 0
-        J = len(s.num_names) or 1
-        A = len(s.cat_names) or 1
-        if len(num) < J:
-            num.extend([math.nan] * (J - len(num)))
-        if len(cat) < A:
-            cat.extend([-1] * (A - len(cat)))
-        xn = np.array([num], dtype=np.float64)
-        xc = np.array([cat], dtype=np.int64)
         self._y1[0] = yc
         self._w1[0] = w
         self._seq1[0] = self.n_seen

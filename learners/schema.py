@@ -217,12 +217,14 @@ class Schema:
         self.code_value.append(value)
         return code
 
-    def _encode_row(self, x: dict, grow: bool) -> tuple[list, list]:
-        """One row as (numeric values with NaN, category codes) lists, in schema order."""
+    def _encode_row(self, x: dict, grow: bool) -> tuple[list, list, bool]:
+        """One row as (numeric values with NaN, category codes) lists, in schema order, and
+        whether every feature and category of the row was already known (nothing to grow)."""
         nan = math.nan
         num = [nan] * len(self.num_names)
         cat = [MISSING] * len(self.cat_names)
         fast = self._fast
+        known = True
         for name, v in x.items():
             f = fast.get(name)
             tv = type(v)
@@ -240,9 +242,11 @@ class Schema:
                 elif tv is str:
                     code = self.cat_values[idx].get(v)
                     if code is None:
+                        known = False
                         code = self._new_code(idx, v) if grow else UNSEEN
                     cat[idx] = code
                     continue
+            known = False
             kind, val = self._value(name, v, grow)
             if kind == 0:
                 if val is not None and math.isinf(val):
@@ -261,7 +265,7 @@ class Schema:
                     if a >= len(cat):
                         cat.extend([MISSING] * (a + 1 - len(cat)))
                     cat[a] = code
-        return num, cat
+        return num, cat, known
 
     def encode_rows(
         self, X: list[dict], grow: bool, ys: list | None = None
@@ -278,7 +282,7 @@ class Schema:
             for r, x in enumerate(X):
                 if type(x) is not dict and not isinstance(x, dict):
                     raise FeatureTypeError("features", f"row {r} is {type(x).__name__}, not a dict")
-                num, cat = self._encode_row(x, grow)
+                num, cat, _ = self._encode_row(x, grow)
                 nums.append(num)
                 cats.append(cat)
                 n_cls_before[r] = len(self.classes)

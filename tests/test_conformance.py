@@ -150,3 +150,18 @@ def test_batch_equals_row_by_row(name):
     many = a.predict_learn_many([x for x, _ in data], [y for _, y in data])
     one = [b.predict_learn_one(x, y) for x, y in data]
     assert many == one
+
+
+def test_dict_mutated_between_predict_and_learn_is_honoured(make):
+    """The one-row encoding reused by learn_one after predict_one must notice a changed dict."""
+    a, b = make(), make()
+    for i, (x, y) in enumerate(stream(200)):
+        a.predict_one(x)
+        x2 = dict(x)
+        if i % 2:
+            x["x1"] = 5.0  # mutate the same object after predicting
+            x2["x1"] = 5.0
+        a.learn_one(x, y)
+        b.learn_one(x2, y)
+    for x, _ in stream(50, seed=9):
+        assert a.predict_proba_one(x) == b.predict_proba_one(x)
