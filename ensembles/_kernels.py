@@ -58,15 +58,17 @@ def bagging_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_lea
     C = B.dist.shape[2]
     p = np.empty(C)
     scratch = np.empty(C)
+    hint = np.full((M, 2), -1, dtype=np.int64)  # naive-Bayes results reused by learning
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
             return r
+        hint[:, 0] = -1
         if do_predict:
             n = n_cls[r]
             out[r] = 0.0
             voters = 0.0
             for m in range(M):
-                if tree_proba(B, B, m, xn[r], xc[r], n, code_attr, p):
+                if tree_proba(B, B, m, xn[r], xc[r], n, code_attr, p, hint):
                     if vote == VOTE_MAJORITY:
                         out[r, argmax(p, n)] += 1.0
                     else:
@@ -81,7 +83,9 @@ def bagging_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_lea
             for m in range(M):
                 k = poisson(1.0, seed, seqs[r], m)  # k ~ Poisson(1)
                 if k > 0:  # train h_m with weight k (MOA: weight, not k repeated updates)
-                    tree_learn(B, B, m, xn[r], xc[r], ys[r], k * ws[r], nc, code_attr, scratch)
+                    tree_learn(
+                        B, B, m, xn[r], xc[r], ys[r], k * ws[r], nc, code_attr, scratch, hint
+                    )
     return R
 
 
@@ -118,22 +122,24 @@ def boosting_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_le
     p = np.empty(C)
     scratch = np.empty(C)
     wts = np.empty(M)
+    hint = np.full((M, 2), -1, dtype=np.int64)  # naive-Bayes results reused by learning
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
             return r
+        hint[:, 0] = -1
         if do_predict:
             n = n_cls[r]
             out[r] = 0.0
             vote_weights(lam_sc, lam_sw, wts)
             total = 0.0
             for m in range(M):
-                if wts[m] > 0.0 and tree_proba(B, B, m, xn[r], xc[r], n, code_attr, p):
+                if wts[m] > 0.0 and tree_proba(B, B, m, xn[r], xc[r], n, code_attr, p, hint):
                     out[r, argmax(p, n)] += wts[m]
                     total += wts[m]
             if total > 0.0:
                 for c in range(n):
                     out[r, c] /= total
-            elif not tree_proba(B, B, 0, xn[r], xc[r], n, code_attr, out[r]):
+            elif not tree_proba(B, B, 0, xn[r], xc[r], n, code_attr, out[r], hint):
                 out[r] = 0.0  # no member has a vote yet: fall back to member 1 (lambda = 1)
         if do_learn and ws[r] > 0.0:
             y = ys[r]
@@ -142,8 +148,11 @@ def boosting_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_le
             for m in range(M):
                 k = poisson(lam, seed, seqs[r], m)  # k ~ Poisson(lambda)
                 if k > 0:
-                    tree_learn(B, B, m, xn[r], xc[r], y, float(k), nc, code_attr, scratch)
-                correct = tree_proba(B, B, m, xn[r], xc[r], nc, code_attr, p) and argmax(p, nc) == y
+                    tree_learn(B, B, m, xn[r], xc[r], y, float(k), nc, code_attr, scratch, hint)
+                correct = (
+                    tree_proba(B, B, m, xn[r], xc[r], nc, code_attr, p, hint) and argmax(p, nc) == y
+                )
+                hint[m, 0] = -1  # that was after the update: not reusable
                 if correct:
                     lam_sc[m] += lam
                     eps = lam_sw[m] / (lam_sc[m] + lam_sw[m])
@@ -160,11 +169,12 @@ def member_learn(B, m, xn, xc, ys, ws, start, n_classes, code_attr, need):
     """Learn weighted rows into member m only (batch fitting and priming)."""
     C = B.dist.shape[2]
     scratch = np.empty(C)
+    hint = np.full((B.kind.shape[0], 2), -1, dtype=np.int64)
     for r in range(start, xn.shape[0]):
         if not has_room(B, B, need):
             return r
         if ws[r] > 0.0:
-            tree_learn(B, B, m, xn[r], xc[r], ys[r], ws[r], n_classes, code_attr, scratch)
+            tree_learn(B, B, m, xn[r], xc[r], ys[r], ws[r], n_classes, code_attr, scratch, hint)
     return xn.shape[0]
 
 
@@ -173,8 +183,9 @@ def member_predict(B, m, xn, xc, n_classes, code_attr, out):
     """Class index predicted by member m for every row (-1 where it has no prediction)."""
     C = B.dist.shape[2]
     p = np.empty(C)
+    hint = np.full((B.kind.shape[0], 2), -1, dtype=np.int64)
     for r in range(xn.shape[0]):
-        if tree_proba(B, B, m, xn[r], xc[r], n_classes, code_attr, p):
+        if tree_proba(B, B, m, xn[r], xc[r], n_classes, code_attr, p, hint):
             out[r] = argmax(p, n_classes)
         else:
             out[r] = -1

@@ -605,7 +605,9 @@ def stump_proba(T, P, m, node, xn, xc, n_classes, code_attr, out):
 
 
 @nb.njit(cache=True)
-def leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, out):
+def leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, out, hint):
+    """Prediction at a leaf. When naive Bayes is computed, ``hint[m] = (node, its argmax)`` so
+    that learning the same example right after need not compute it again."""
     lp = P.leaf_prediction
     d = T.dist[m, node]
     if lp == PRED_STUMP:
@@ -623,19 +625,25 @@ def leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, out):
     s = T.slot[m, node]
     if T.mc_ok[m, s] > T.nb_ok[m, s] or tot < P.nb_threshold:
         return normalize_into(d, n_classes, out)
-    return nb_proba(T, m, node, xn, xc, n_classes, out)
+    ok = nb_proba(T, m, node, xn, xc, n_classes, out)
+    hint[m, 0] = node
+    hint[m, 1] = argmax(out, n_classes) if ok else -1
+    return ok
 
 
 @nb.njit(cache=True)
-def tree_proba(T, P, m, xn, xc, n_classes, code_attr, out):
-    """Class probabilities of member m for one example into ``out``; False if it has none."""
+def tree_proba(T, P, m, xn, xc, n_classes, code_attr, out, hint):
+    """Class probabilities of member m for one example into ``out``; False if it has none.
+
+    ``hint`` ([M, 2]) receives (leaf, naive-Bayes argmax) when naive Bayes was computed; callers
+    reset ``hint[:, 0] = -1`` before each new example."""
     node, last = sort_to_leaf(T, m, xn, xc, n_classes, False)
     if T.kind[m, node] == LEAF:
         tot = 0.0
         for k in range(n_classes):
             tot += T.dist[m, node, k]
         if tot > 0.0:
-            return leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, out)
+            return leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, out, hint)
     return normalize_into(T.dist[m, last], n_classes, out)
 
 
@@ -723,16 +731,26 @@ def attempt_split(T, P, m, node, n_classes, code_attr):
 
 
 @nb.njit(cache=True)
-def tree_learn(T, P, m, xn, xc, y, w, n_classes, code_attr, scratch):
-    """Learn one example with weight w (> 0) in member m."""
+def tree_learn(T, P, m, xn, xc, y, w, n_classes, code_attr, scratch, hint):
+    """Learn one example with weight w (> 0) in member m.
+
+    ``hint[m]`` may hold (leaf, naive-Bayes argmax) computed by ``tree_proba`` on this same
+    example and unchanged state; it is used instead of recomputing, then invalidated."""
     node, _ = sort_to_leaf(T, m, xn, xc, n_classes, True)
     s = T.slot[m, node]
     if P.leaf_prediction == PRED_NBA:
         d = T.dist[m, node]
         if argmax(d, n_classes) == y:
             T.mc_ok[m, s] += w
-        if nb_proba(T, m, node, xn, xc, n_classes, scratch) and argmax(scratch, n_classes) == y:
+        if hint[m, 0] == node:
+            nb_arg = hint[m, 1]
+        elif nb_proba(T, m, node, xn, xc, n_classes, scratch):
+            nb_arg = argmax(scratch, n_classes)
+        else:
+            nb_arg = -1
+        if nb_arg == y:
             T.nb_ok[m, s] += w
+    hint[m, 0] = -1
     update_leaf(T, m, node, xn, xc, y, w, code_attr)
     if T.depth[m, node] >= P.max_depth:
         return
@@ -763,13 +781,15 @@ def single_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_lear
     R = xn.shape[0]
     C = B.dist.shape[2]
     scratch = np.empty(C)
+    hint = np.full((1, 2), -1, dtype=np.int64)
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
             return r
+        hint[0, 0] = -1
         if do_predict:
-            if not tree_proba(B, B, 0, xn[r], xc[r], n_cls[r], code_attr, out[r]):
+            if not tree_proba(B, B, 0, xn[r], xc[r], n_cls[r], code_attr, out[r], hint):
                 out[r] = 0.0
         if do_learn and ws[r] > 0.0:
             nc = classes_after(n_cls, ys, r)
-            tree_learn(B, B, 0, xn[r], xc[r], ys[r], ws[r], nc, code_attr, scratch)
+            tree_learn(B, B, 0, xn[r], xc[r], ys[r], ws[r], nc, code_attr, scratch, hint)
     return R
