@@ -63,12 +63,14 @@ def bagging_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_lea
         if do_learn and not has_room(B, B, need):
             return r
         hint[:, 0] = -1
+        xr = xn[r]  # one view per row, not per member
+        cr = xc[r]
         if do_predict:
             n = n_cls[r]
             out[r] = 0.0
             voters = 0.0
             for m in range(M):
-                if tree_proba(B, B, m, xn[r], xc[r], n, code_attr, p, hint):
+                if tree_proba(B, B, m, xr, cr, n, code_attr, p, hint):
                     if vote == VOTE_MAJORITY:
                         out[r, argmax(p, n)] += 1.0
                     else:
@@ -83,9 +85,7 @@ def bagging_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_lea
             for m in range(M):
                 k = poisson(1.0, seed, seqs[r], m)  # k ~ Poisson(1)
                 if k > 0:  # train h_m with weight k (MOA: weight, not k repeated updates)
-                    tree_learn(
-                        B, B, m, xn[r], xc[r], ys[r], k * ws[r], nc, code_attr, scratch, hint
-                    )
+                    tree_learn(B, B, m, xr, cr, ys[r], k * ws[r], nc, code_attr, scratch, hint)
     return R
 
 
@@ -127,19 +127,21 @@ def boosting_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_le
         if do_learn and not has_room(B, B, need):
             return r
         hint[:, 0] = -1
+        xr = xn[r]  # one view per row, not per member
+        cr = xc[r]
         if do_predict:
             n = n_cls[r]
             out[r] = 0.0
             vote_weights(lam_sc, lam_sw, wts)
             total = 0.0
             for m in range(M):
-                if wts[m] > 0.0 and tree_proba(B, B, m, xn[r], xc[r], n, code_attr, p, hint):
+                if wts[m] > 0.0 and tree_proba(B, B, m, xr, cr, n, code_attr, p, hint):
                     out[r, argmax(p, n)] += wts[m]
                     total += wts[m]
             if total > 0.0:
                 for c in range(n):
                     out[r, c] /= total
-            elif not tree_proba(B, B, 0, xn[r], xc[r], n, code_attr, out[r], hint):
+            elif not tree_proba(B, B, 0, xr, cr, n, code_attr, out[r], hint):
                 out[r] = 0.0  # no member has a vote yet: fall back to member 1 (lambda = 1)
         if do_learn and ws[r] > 0.0:
             y = ys[r]
@@ -148,10 +150,8 @@ def boosting_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_le
             for m in range(M):
                 k = poisson(lam, seed, seqs[r], m)  # k ~ Poisson(lambda)
                 if k > 0:
-                    tree_learn(B, B, m, xn[r], xc[r], y, float(k), nc, code_attr, scratch, hint)
-                correct = (
-                    tree_proba(B, B, m, xn[r], xc[r], nc, code_attr, p, hint) and argmax(p, nc) == y
-                )
+                    tree_learn(B, B, m, xr, cr, y, float(k), nc, code_attr, scratch, hint)
+                correct = tree_proba(B, B, m, xr, cr, nc, code_attr, p, hint) and argmax(p, nc) == y
                 hint[m, 0] = -1  # that was after the update: not reusable
                 if correct:
                     lam_sc[m] += lam

@@ -260,33 +260,35 @@ def sort_to_leaf(T, m, xn, xc, n_classes, grow):
 # --------------------------------------------------------------------------- statistics
 @nb.njit(cache=True)
 def update_leaf(T, m, node, xn, xc, y, w, code_attr):
+    # Scalar indexing throughout: numba array views cost ~5x in these hot loops.
     s = T.slot[m, node]
     T.dist[m, node, y] += w
+    cat = T.cat
     for a in range(xc.shape[0]):
         code = xc[a]
         if code >= 0:
             before = 0.0
-            for k in range(T.cat.shape[3]):
-                before += T.cat[m, s, code, k]
+            for k in range(cat.shape[3]):
+                before += cat[m, s, code, k]
             if before == 0.0:
                 T.nvals[m, s, a] += 1
-            T.cat[m, s, code, y] += w
+            cat[m, s, code, y] += w
             T.catw[m, s, a, y] += w
     num = T.num
     C = num.shape[3]
     for j in range(xn.shape[0]):
         v = xn[j]
         if not np.isnan(v):
-            st = num[m, s, j, y]
-            wn = st[W] + w
-            d = v - st[MEAN]
-            st[MEAN] += d * (w / wn)
-            st[M2] += w * d * (v - st[MEAN])
-            st[W] = wn
-            if v < st[MIN]:
-                st[MIN] = v
-            if v > st[MAX]:
-                st[MAX] = v
+            wn = num[m, s, j, y, W] + w
+            d = v - num[m, s, j, y, MEAN]
+            mean = num[m, s, j, y, MEAN] + d * (w / wn)
+            num[m, s, j, y, MEAN] = mean
+            num[m, s, j, y, M2] += w * d * (v - mean)
+            num[m, s, j, y, W] = wn
+            if v < num[m, s, j, y, MIN]:
+                num[m, s, j, y, MIN] = v
+            if v > num[m, s, j, y, MAX]:
+                num[m, s, j, y, MAX] = v
             for k in range(C):
                 num[m, s, j, k, VAR] = 0.0  # stale: nb_proba recomputes it when needed
 
@@ -299,20 +301,20 @@ def gaussian_cache(num, m, s, j, C):
     pmean = 0.0
     pm2 = 0.0
     for k in range(C):
-        st = num[m, s, j, k]
-        if st[W] > 0.0:
-            nw = pw + st[W]
-            dm = st[MEAN] - pmean
-            pmean += dm * st[W] / nw
-            pm2 += st[M2] + dm * dm * pw * st[W] / nw
+        wk = num[m, s, j, k, W]
+        if wk > 0.0:
+            nw = pw + wk
+            dm = num[m, s, j, k, MEAN] - pmean
+            pmean += dm * wk / nw
+            pm2 += num[m, s, j, k, M2] + dm * dm * pw * wk / nw
             pw = nw
     eps = 1e-9 * (pm2 / pw if pw > 0.0 else 0.0) + 1e-300
     for k in range(C):
-        st = num[m, s, j, k]
-        if st[W] > 0.0:
-            var = (st[M2] / (st[W] - 1.0) if st[W] > 1.0 else 0.0) + eps
-            st[VAR] = var
-            st[LOGVAR] = math.log(var)
+        wk = num[m, s, j, k, W]
+        if wk > 0.0:
+            var = (num[m, s, j, k, M2] / (wk - 1.0) if wk > 1.0 else 0.0) + eps
+            num[m, s, j, k, VAR] = var
+            num[m, s, j, k, LOGVAR] = math.log(var)
 
 
 @nb.njit(cache=True)
@@ -321,19 +323,19 @@ def normal_cdf(z):
 
 
 @nb.njit(cache=True)
-def weight_below(st, t):
+def weight_below(num, m, s, j, k, t):
     """Estimated weight of observations <= t for one (feature, class) Gaussian estimator."""
-    w = st[W]
+    w = num[m, s, j, k, W]
     if w <= 0.0:
         return 0.0
-    if t < st[MIN]:
+    if t < num[m, s, j, k, MIN]:
         return 0.0
-    if t >= st[MAX]:
+    if t >= num[m, s, j, k, MAX]:
         return w
-    var = st[M2] / (w - 1.0) if w > 1.0 else 0.0
+    var = num[m, s, j, k, M2] / (w - 1.0) if w > 1.0 else 0.0
     if var <= 0.0:
-        return w if t >= st[MEAN] else 0.0
-    return w * normal_cdf((t - st[MEAN]) / math.sqrt(var))
+        return w if t >= num[m, s, j, k, MEAN] else 0.0
+    return w * normal_cdf((t - num[m, s, j, k, MEAN]) / math.sqrt(var))
 
 
 @nb.njit(cache=True)
@@ -372,6 +374,28 @@ def impurity(d, n, criterion):
 
 
 @nb.njit(cache=True)
+def impurity_cat(cat, m, s, code, n, criterion):
+    """``impurity`` of the class weights ``cat[m, s, code, :n]`` (scalar indexing, no view)."""
+    tot = 0.0
+    if criterion == CRIT_GINI:
+        sq = 0.0
+        for k in range(n):
+            v = cat[m, s, code, k]
+            tot += v
+            sq += v * v
+        return tot - sq / tot if tot > 0.0 else 0.0
+    acc = 0.0
+    for k in range(n):
+        v = cat[m, s, code, k]
+        if v > 0.0:
+            tot += v
+            acc -= v * math.log(v)
+    if tot <= 0.0:
+        return 0.0
+    return (acc + tot * math.log(tot)) * INV_LN2
+
+
+@nb.njit(cache=True)
 def merit_binary(pre_imp, pre_w, lhs, rhs, n, criterion, min_frac):
     wl = 0.0
     wr = 0.0
@@ -394,13 +418,13 @@ def best_numeric_split(T, P, m, node, j, n_classes, pre_imp, pre_w, lhs, rhs, be
     s = T.slot[m, node]
     lo = np.inf
     hi = -np.inf
+    num = T.num
     for k in range(n_classes):
-        st = T.num[m, s, j, k]
-        if st[W] > 0.0:
-            if st[MIN] < lo:
-                lo = st[MIN]
-            if st[MAX] > hi:
-                hi = st[MAX]
+        if num[m, s, j, k, W] > 0.0:
+            if num[m, s, j, k, MIN] < lo:
+                lo = num[m, s, j, k, MIN]
+            if num[m, s, j, k, MAX] > hi:
+                hi = num[m, s, j, k, MAX]
     best = -np.inf
     best_t = 0.0
     if not (lo < hi):
@@ -411,10 +435,9 @@ def best_numeric_split(T, P, m, node, j, n_classes, pre_imp, pre_w, lhs, rhs, be
         if not (t > lo and t < hi):
             continue
         for k in range(n_classes):
-            st = T.num[m, s, j, k]
-            b = weight_below(st, t)
+            b = weight_below(num, m, s, j, k, t)
             lhs[k] = b
-            rhs[k] = st[W] - b
+            rhs[k] = num[m, s, j, k, W] - b
         mer = merit_binary(pre_imp, pre_w, lhs, rhs, n_classes, P.criterion, P.min_branch_frac)
         if mer > best:
             best = mer
@@ -436,14 +459,14 @@ def categorical_merits(T, P, m, node, n_classes, code_attr, pre_imp, pre_w, out)
     for a in range(A):
         for k in range(n_classes):
             tot[a] += T.catw[m, s, a, k]
+    cat = T.cat
     for code in range(n_codes):
         a = code_attr[code]
-        row = T.cat[m, s, code]
         w = 0.0
         for k in range(n_classes):
-            w += row[k]
+            w += cat[m, s, code, k]
         if w > 0.0:
-            post[a] += impurity(row, n_classes, P.criterion)
+            post[a] += impurity_cat(cat, m, s, code, n_classes, P.criterion)
             if w >= P.min_branch_frac * tot[a]:
                 nbig[a] += 1
     for a in range(A):
@@ -521,17 +544,36 @@ def normalize_into(d, n, out):
 
 
 @nb.njit(cache=True)
+def normalize_node(T, m, node, n, out):
+    """``normalize_into`` of the node's class weights ``T.dist[m, node, :n]`` (no view)."""
+    dist = T.dist
+    tot = 0.0
+    for k in range(n):
+        tot += dist[m, node, k]
+    if tot <= 0.0:
+        for k in range(n):
+            out[k] = 0.0
+        return False
+    for k in range(n):
+        out[k] = dist[m, node, k] / tot
+    return True
+
+
+@nb.njit(cache=True)
 def nb_proba(T, m, node, xn, xc, n_classes, out):
     """Naive Bayes at a leaf: class priors from the leaf's weights, Laplace-smoothed category
     likelihoods ((n + 1) / (n_class + V) with V the values seen at the leaf), Gaussian numeric
     likelihoods (unbiased weighted variance, plus 1e-9 x the pooled variance)."""
+    # Scalar indexing throughout: numba array views cost ~5x here.
     s = T.slot[m, node]
-    d = T.dist[m, node]
+    dist = T.dist
+    cat = T.cat
     logp = out  # log-probabilities are accumulated in place, then exponentiated
     any_class = False
     for k in range(n_classes):
-        if d[k] > 0.0:
-            logp[k] = math.log(d[k])
+        dk = dist[m, node, k]
+        if dk > 0.0:
+            logp[k] = math.log(dk)
             any_class = True
         else:
             logp[k] = -np.inf
@@ -549,12 +591,12 @@ def nb_proba(T, m, node, xn, xc, n_classes, out):
             continue  # feature never observed at this leaf
         seen = 0.0
         for k in range(n_classes):
-            seen += T.cat[m, s, code, k]
+            seen += cat[m, s, code, k]
         if seen <= 0.0:
             continue  # value never learned at this leaf: skipped, like an unseen value
         for k in range(n_classes):
-            if d[k] > 0.0:
-                logp[k] += math.log((T.cat[m, s, code, k] + 1.0) / (T.catw[m, s, a, k] + V))
+            if dist[m, node, k] > 0.0:
+                logp[k] += math.log((cat[m, s, code, k] + 1.0) / (T.catw[m, s, a, k] + V))
     num = T.num
     J = min(xn.shape[0], num.shape[2])
     for j in range(J):
@@ -562,22 +604,21 @@ def nb_proba(T, m, node, xn, xc, n_classes, out):
         if np.isnan(v):
             continue
         for k in range(n_classes):
-            if d[k] <= 0.0:
+            if dist[m, node, k] <= 0.0 or num[m, s, j, k, W] <= 0.0:
                 continue
-            st = num[m, s, j, k]
-            if st[W] <= 0.0:
-                continue
-            if st[VAR] == 0.0:
+            if num[m, s, j, k, VAR] == 0.0:
                 gaussian_cache(num, m, s, j, num.shape[3])
-            z = v - st[MEAN]
-            logp[k] += -0.5 * z * z / st[VAR] - 0.5 * st[LOGVAR] - LOG2PI_HALF
+            z = v - num[m, s, j, k, MEAN]
+            logp[k] += (
+                -0.5 * z * z / num[m, s, j, k, VAR] - 0.5 * num[m, s, j, k, LOGVAR] - LOG2PI_HALF
+            )
     mx = -np.inf
     for k in range(n_classes):
         if logp[k] > mx:
             mx = logp[k]
     tot = 0.0
     for k in range(n_classes):
-        out[k] = math.exp(logp[k] - mx) if d[k] > 0.0 else 0.0
+        out[k] = math.exp(logp[k] - mx) if dist[m, node, k] > 0.0 else 0.0
         tot += out[k]
     for k in range(n_classes):
         out[k] /= tot
@@ -593,15 +634,20 @@ def stump_proba(T, P, m, node, xn, xc, n_classes, code_attr, out):
     if bkind == NUMERIC_SPLIT and battr < xn.shape[0] and not np.isnan(xn[battr]):
         tmp = np.empty(n_classes)
         for k in range(n_classes):
-            st = T.num[m, s, battr, k]
-            b = weight_below(st, bthr)
-            tmp[k] = b if xn[battr] <= bthr else st[W] - b
+            b = weight_below(T.num, m, s, battr, k, bthr)
+            tmp[k] = b if xn[battr] <= bthr else T.num[m, s, battr, k, W] - b
         if normalize_into(tmp, n_classes, out):
             return True
     elif bkind == CATEGORICAL_SPLIT and battr < xc.shape[0] and xc[battr] >= 0:
-        if normalize_into(T.cat[m, s, xc[battr]], n_classes, out):
+        code = xc[battr]
+        tot = 0.0
+        for k in range(n_classes):
+            tot += T.cat[m, s, code, k]
+        if tot > 0.0:
+            for k in range(n_classes):
+                out[k] = T.cat[m, s, code, k] / tot
             return True
-    return normalize_into(T.dist[m, node], n_classes, out)
+    return normalize_node(T, m, node, n_classes, out)
 
 
 @nb.njit(cache=True)
@@ -609,22 +655,21 @@ def leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, out, hint):
     """Prediction at a leaf. When naive Bayes is computed, ``hint[m] = (node, its argmax)`` so
     that learning the same example right after need not compute it again."""
     lp = P.leaf_prediction
-    d = T.dist[m, node]
     if lp == PRED_STUMP:
         return stump_proba(T, P, m, node, xn, xc, n_classes, code_attr, out)
     if lp == PRED_MC:
-        return normalize_into(d, n_classes, out)
+        return normalize_node(T, m, node, n_classes, out)
     tot = 0.0
     for k in range(n_classes):
-        tot += d[k]
+        tot += T.dist[m, node, k]
     if lp == PRED_NB:
         if tot >= P.nb_threshold:
             return nb_proba(T, m, node, xn, xc, n_classes, out)
-        return normalize_into(d, n_classes, out)
+        return normalize_node(T, m, node, n_classes, out)
     # NBA: naive Bayes unless majority class has been more accurate at this leaf (MOA's rule)
     s = T.slot[m, node]
     if T.mc_ok[m, s] > T.nb_ok[m, s] or tot < P.nb_threshold:
-        return normalize_into(d, n_classes, out)
+        return normalize_node(T, m, node, n_classes, out)
     ok = nb_proba(T, m, node, xn, xc, n_classes, out)
     hint[m, 0] = node
     hint[m, 1] = argmax(out, n_classes) if ok else -1
@@ -644,7 +689,20 @@ def tree_proba(T, P, m, xn, xc, n_classes, code_attr, out, hint):
             tot += T.dist[m, node, k]
         if tot > 0.0:
             return leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, out, hint)
-    return normalize_into(T.dist[m, last], n_classes, out)
+    return normalize_node(T, m, last, n_classes, out)
+
+
+@nb.njit(cache=True)
+def argmax_node(T, m, node, n):
+    """``argmax`` of the node's class weights (no view)."""
+    best = -1
+    bv = 0.0
+    for k in range(n):
+        v = T.dist[m, node, k]
+        if v > bv:
+            bv = v
+            best = k
+    return best
 
 
 @nb.njit(cache=True)
@@ -739,8 +797,7 @@ def tree_learn(T, P, m, xn, xc, y, w, n_classes, code_attr, scratch, hint):
     node, _ = sort_to_leaf(T, m, xn, xc, n_classes, True)
     s = T.slot[m, node]
     if P.leaf_prediction == PRED_NBA:
-        d = T.dist[m, node]
-        if argmax(d, n_classes) == y:
+        if argmax_node(T, m, node, n_classes) == y:
             T.mc_ok[m, s] += w
         if hint[m, 0] == node:
             nb_arg = hint[m, 1]
