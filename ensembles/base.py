@@ -141,6 +141,10 @@ class OnlineEnsemble:
         return self._one(x, None, 0.0, True, False)
 
     def predict_one(self, x: Features) -> Label | None:
+        """The most probable label (``None`` before any training)."""
+        if self._native:
+            return self._bank.run_one(self._kernel, self._I, self._F, x, None, 0.0, True, False,
+                                      True)  # fmt: skip
         return argmax_label(self.predict_proba_one(x))
 
     def predict_learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> dict[Label, float]:

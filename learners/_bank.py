@@ -175,8 +175,10 @@ class TreeBank:
             self._last = (x, dict(x), J, A, xn, xc)
         return xn, xc
 
-    def run_one(self, kernel, ipar, fstate, x, y, w: float, do_predict: bool, do_learn: bool):
-        """The per-example fast path of ``run`` (same results, less overhead)."""
+    def run_one(self, kernel, ipar, fstate, x, y, w: float, do_predict: bool, do_learn: bool,
+                label_only: bool = False):  # fmt: skip
+        """The per-example fast path of ``run`` (same results, less overhead); with
+        ``label_only`` the prediction is returned as the most probable label."""
         s = self.schema
         if type(x) is not dict and not isinstance(x, dict):
             raise FeatureTypeError("features", f"expected a dict, got {type(x).__name__}")
@@ -211,6 +213,9 @@ class TreeBank:
         if do_learn and w > 0.0:
             self.n_seen += 1
         if do_predict:
+            if label_only:  # argmax without building the dict (ties: first class, as argmax_label)
+                row = out[0, :n_cls]
+                return s.classes[int(row.argmax())] if n_cls and row.any() else None
             return s.proba_dict(out[0], n_cls)
         return None
 

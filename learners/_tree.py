@@ -296,7 +296,8 @@ def update_leaf(T, m, node, xn, xc, y, w, code_attr):
 @nb.njit(cache=True)
 def gaussian_cache(num, m, s, j, C):
     """Naive-Bayes variance of every class for feature j at slot s: the unbiased weighted
-    variance plus 1e-9 x the pooled variance (so a constant feature stays finite), and its log."""
+    variance plus 1e-9 x the pooled variance (so a class with one value stays finite), and its
+    log. A feature with zero pooled variance is uninformative and contributes nothing."""
     pw = 0.0
     pmean = 0.0
     pm2 = 0.0
@@ -308,7 +309,14 @@ def gaussian_cache(num, m, s, j, C):
             pmean += dm * wk / nw
             pm2 += num[m, s, j, k, M2] + dm * dm * pw * wk / nw
             pw = nw
-    eps = 1e-9 * (pm2 / pw if pw > 0.0 else 0.0) + 1e-300
+    if pm2 <= 0.0:
+        # every observation at this leaf has the same value: the feature tells the classes
+        # nothing, so its term is made exactly 0 (VAR = inf, LOGVAR = -log(2 pi))
+        for k in range(C):
+            num[m, s, j, k, VAR] = np.inf
+            num[m, s, j, k, LOGVAR] = -2.0 * LOG2PI_HALF
+        return
+    eps = 1e-9 * pm2 / pw
     for k in range(C):
         wk = num[m, s, j, k, W]
         if wk > 0.0:
@@ -616,6 +624,10 @@ def nb_proba(T, m, node, xn, xc, n_classes, out):
     for k in range(n_classes):
         if logp[k] > mx:
             mx = logp[k]
+    if mx == -np.inf:
+        # every class has density 0 somewhere (e.g. seen once, so zero variance, and x differs):
+        # naive Bayes cannot tell them apart, so it predicts the class distribution
+        return normalize_node(T, m, node, n_classes, out)
     tot = 0.0
     for k in range(n_classes):
         out[k] = math.exp(logp[k] - mx) if dist[m, node, k] > 0.0 else 0.0

@@ -88,7 +88,9 @@ class NativeLearner:
         return self._bank.run_one(_tree.single_run, self._I, self._F, x, None, 0.0, True, False)
 
     def predict_one(self, x: Features) -> Label | None:
-        return argmax_label(self.predict_proba_one(x))
+        """The most probable label (``None`` before any training)."""
+        return self._bank.run_one(_tree.single_run, self._I, self._F, x, None, 0.0, True, False,
+                                  True)  # fmt: skip
 
     def predict_learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> dict[Label, float]:
         """Predict, then learn (prequential); returns the prediction made before learning."""
@@ -262,7 +264,8 @@ class NaiveBayes(NativeLearner):
     Laplace-smoothed frequency ``(n(a=v, c) + 1) / (n(a observed, c) + V_a)`` where ``V_a`` is the
     number of values of ``a`` seen in training; a numeric feature a Gaussian density with the
     class's weighted mean and unbiased weighted variance (plus 1e-9 of the pooled variance, so a
-    constant feature stays finite). Missing and unseen values are skipped. After any stream the
+    class seen at one value stays finite); a numeric feature with a single value over all classes
+    is uninformative and skipped. Missing and unseen values are skipped. After any stream the
     model equals batch naive Bayes fitted on the same weighted examples.
 
     Examples

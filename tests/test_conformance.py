@@ -165,3 +165,12 @@ def test_dict_mutated_between_predict_and_learn_is_honoured(make):
         b.learn_one(x2, y)
     for x, _ in stream(50, seed=9):
         assert a.predict_proba_one(x) == b.predict_proba_one(x)
+
+
+def test_predict_one_is_argmax_of_proba(make):
+    model = make()
+    for x, y in stream(300, new_class_at=150):
+        p = model.predict_proba_one(x)
+        label = model.predict_one(x)
+        assert label == (max(p, key=p.get) if p else None)
+        model.learn_one(x, y)

@@ -47,7 +47,9 @@ def batch_naive_bayes(data, x):
                 continue
             tw = sum(w for _, w in obs)
             mu = sum(w * t for t, w in obs) / tw
-            eps = 1e-9 * sum(w * (t - mu) ** 2 for t, w in obs) / tw + 1e-300
+            if len({t for t, _ in obs}) == 1:
+                continue  # a single value over all classes: uninformative, skipped
+            eps = 1e-9 * sum(w * (t - mu) ** 2 for t, w in obs) / tw
             for c in logp:
                 rows = num[k, c]
                 if not rows:
@@ -138,3 +140,17 @@ def test_stump_online_equals_batch_on_categorical(seed):
                 assert set(online) == set(batch), (i, probe)
                 for c, p in batch.items():
                     assert online[c] == pytest.approx(p, abs=1e-9)
+
+
+def test_naive_bayes_zero_variance_never_gives_nan():
+    """A class seen once has zero variance: far from its value every class has density 0."""
+    nb = NaiveBayes()
+    nb.learn_one({"x": 1.0}, "a")
+    assert nb.predict_proba_one({"x": 5.0}) == {"a": 1.0}
+    nb.learn_one({"x": 3.0}, "b", w=2.0)
+    p = nb.predict_proba_one({"x": 100.0})
+    assert all(0.0 <= v <= 1.0 for v in p.values()) and sum(p.values()) == pytest.approx(1.0)
+    nb = NaiveBayes()
+    nb.learn_one({"x": 1.0}, "a")
+    nb.learn_one({"x": 1.0}, "b", w=2.0)  # all mass at 1.0: no pooled variance either
+    assert nb.predict_proba_one({"x": 7.0}) == pytest.approx({"a": 1 / 3, "b": 2 / 3})
