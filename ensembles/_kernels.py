@@ -44,51 +44,38 @@ VOTE_MAJORITY, VOTE_AVERAGE = 0, 1
 EPS_MIN = 1e-10  # a member never wrong so far votes as if its error were 1e-10
 
 
+BAGGING, BOOSTING = 0, 1
+
+
+# --------------------------------------------------------------------------- online bagging
 @nb.njit(cache=True)
-def bagging_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
-                code_attr, need):  # fmt: skip
-    """Online bagging (Oza 2001, Fig. 3.3) over rows ``start..``; ``ipar = [seed, vote]``.
-
-    Signature and return value as ``learners._tree.single_run``.
-    """
-    seed = ipar[0]
-    vote = ipar[1]
-    R = xn.shape[0]
-    M = B.kind.shape[0]
-    C = B.dist.shape[2]
-    p = np.empty(C)
-    scratch = np.empty(C)
-    hint = np.full((M, 2), -1, dtype=np.int64)  # naive-Bayes results reused by learning
-    for r in range(start, R):
-        if do_learn and not has_room(B, B, need):
-            return r
-        hint[:, 0] = -1
-        xr = xn[r]  # one view per row, not per member
-        cr = xc[r]
-        if do_predict:
-            n = n_cls[r]
-            out[r] = 0.0
-            voters = 0.0
-            for m in range(M):
-                if tree_proba(B, B, m, xr, cr, n, code_attr, p, hint):
-                    if vote == VOTE_MAJORITY:
-                        out[r, argmax(p, n)] += 1.0
-                    else:
-                        for c in range(n):
-                            out[r, c] += p[c]
-                    voters += 1.0
-            if voters > 0.0:
+def bagging_predict(B, ipar, fstate, xr, cr, n, code_attr, p, hint, out_row):
+    """Majority vote of the members (``ipar[1] == VOTE_AVERAGE``: mean of their probabilities)."""
+    out_row[:] = 0.0
+    voters = 0.0
+    for m in range(B.kind.shape[0]):
+        if tree_proba(B, B, m, xr, cr, n, code_attr, p, hint):
+            if ipar[1] == VOTE_MAJORITY:
+                out_row[argmax(p, n)] += 1.0
+            else:
                 for c in range(n):
-                    out[r, c] /= voters
-        if do_learn and ws[r] > 0.0:
-            nc = classes_after(n_cls, ys, r)
-            for m in range(M):
-                k = poisson(1.0, seed, seqs[r], m)  # k ~ Poisson(1)
-                if k > 0:  # train h_m with weight k (MOA: weight, not k repeated updates)
-                    tree_learn(B, B, m, xr, cr, ys[r], k * ws[r], nc, code_attr, scratch, hint)
-    return R
+                    out_row[c] += p[c]
+            voters += 1.0
+    if voters > 0.0:
+        for c in range(n):
+            out_row[c] /= voters
 
 
+@nb.njit(cache=True)
+def bagging_learn(B, ipar, fstate, xr, cr, y, w, seq, nc, code_attr, p, scratch, hint):
+    """Oza (2001), Fig. 3.3: every member learns the example with weight k ~ Poisson(1)."""
+    for m in range(B.kind.shape[0]):
+        k = poisson(1.0, ipar[0], seq, m)  # k ~ Poisson(1), keyed by (seed, example, member)
+        if k > 0:  # train h_m with weight k (MOA: a weight, not k repeated updates)
+            tree_learn(B, B, m, xr, cr, y, k * w, nc, code_attr, scratch, hint)
+
+
+# --------------------------------------------------------------------------- online boosting
 @nb.njit(cache=True)
 def vote_weights(lam_sc, lam_sw, out):
     """log((1 - e_m) / e_m) per member; 0 for members with e_m >= 1/2 or no data yet."""
@@ -106,23 +93,60 @@ def vote_weights(lam_sc, lam_sw, out):
 
 
 @nb.njit(cache=True)
-def boosting_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
-                 code_attr, need):  # fmt: skip
-    """Online boosting (Oza 2001, Fig. 4.3) over rows ``start..``; ``ipar = [seed]``,
-    ``fstate = [lambda_sc, lambda_sw]`` (one row per counter, one column per member).
+def boosting_predict(B, ipar, fstate, xr, cr, n, code_attr, p, hint, out_row):
+    """argmax_y sum_m log((1 - e_m) / e_m) [h_m(x) = y]; member 1 alone if nobody votes."""
+    M = B.kind.shape[0]
+    wts = np.empty(M)
+    vote_weights(fstate[0], fstate[1], wts)
+    out_row[:] = 0.0
+    total = 0.0
+    for m in range(M):
+        if wts[m] > 0.0 and tree_proba(B, B, m, xr, cr, n, code_attr, p, hint):
+            out_row[argmax(p, n)] += wts[m]
+            total += wts[m]
+    if total > 0.0:
+        for c in range(n):
+            out_row[c] /= total
+    elif not tree_proba(B, B, 0, xr, cr, n, code_attr, out_row, hint):
+        out_row[:] = 0.0
 
-    Signature and return value as ``learners._tree.single_run``.
-    """
-    seed = ipar[0]
+
+@nb.njit(cache=True)
+def boosting_learn(B, ipar, fstate, xr, cr, y, w, seq, nc, code_attr, p, scratch, hint):
+    """Oza (2001), Fig. 4.3, with fstate = [lambda_sc, lambda_sw]."""
     lam_sc = fstate[0]
     lam_sw = fstate[1]
+    lam = w  # lambda <- 1 (times the example's weight)
+    for m in range(B.kind.shape[0]):
+        k = poisson(lam, ipar[0], seq, m)  # k ~ Poisson(lambda)
+        if k > 0:
+            tree_learn(B, B, m, xr, cr, y, float(k), nc, code_attr, scratch, hint)
+        correct = tree_proba(B, B, m, xr, cr, nc, code_attr, p, hint) and argmax(p, nc) == y
+        hint[m, 0] = -1  # computed after the update: not reusable
+        if correct:  # h_m(x) = y
+            lam_sc[m] += lam
+            eps = lam_sw[m] / (lam_sc[m] + lam_sw[m])
+            lam = lam / (2.0 * (1.0 - eps))
+        else:
+            lam_sw[m] += lam
+            eps = lam_sw[m] / (lam_sc[m] + lam_sw[m])
+            lam = lam / (2.0 * eps)
+
+
+# --------------------------------------------------------------------------- the row driver
+@nb.njit(cache=True)
+def ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
+                 code_attr, need, method):  # fmt: skip
+    """Predict-then-learn rows ``start..`` with ``method`` (BAGGING or BOOSTING).
+
+    Row i is predicted after rows < i were learned. Returns the first row not processed
+    (``len(ys)`` when done, earlier when the arrays must grow by ``need`` nodes/slots first).
+    """
     R = xn.shape[0]
-    M = B.kind.shape[0]
     C = B.dist.shape[2]
     p = np.empty(C)
     scratch = np.empty(C)
-    wts = np.empty(M)
-    hint = np.full((M, 2), -1, dtype=np.int64)  # naive-Bayes results reused by learning
+    hint = np.full((B.kind.shape[0], 2), -1, dtype=np.int64)  # NB results reused by learning
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
             return r
@@ -130,38 +154,36 @@ def boosting_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_le
         xr = xn[r]  # one view per row, not per member
         cr = xc[r]
         if do_predict:
-            n = n_cls[r]
-            out[r] = 0.0
-            vote_weights(lam_sc, lam_sw, wts)
-            total = 0.0
-            for m in range(M):
-                if wts[m] > 0.0 and tree_proba(B, B, m, xr, cr, n, code_attr, p, hint):
-                    out[r, argmax(p, n)] += wts[m]
-                    total += wts[m]
-            if total > 0.0:
-                for c in range(n):
-                    out[r, c] /= total
-            elif not tree_proba(B, B, 0, xr, cr, n, code_attr, out[r], hint):
-                out[r] = 0.0  # no member has a vote yet: fall back to member 1 (lambda = 1)
+            if method == BAGGING:
+                bagging_predict(B, ipar, fstate, xr, cr, n_cls[r], code_attr, p, hint, out[r])
+            else:
+                boosting_predict(B, ipar, fstate, xr, cr, n_cls[r], code_attr, p, hint, out[r])
         if do_learn and ws[r] > 0.0:
-            y = ys[r]
             nc = classes_after(n_cls, ys, r)
-            lam = ws[r]  # lambda <- 1 (times the example's weight)
-            for m in range(M):
-                k = poisson(lam, seed, seqs[r], m)  # k ~ Poisson(lambda)
-                if k > 0:
-                    tree_learn(B, B, m, xr, cr, y, float(k), nc, code_attr, scratch, hint)
-                correct = tree_proba(B, B, m, xr, cr, nc, code_attr, p, hint) and argmax(p, nc) == y
-                hint[m, 0] = -1  # that was after the update: not reusable
-                if correct:
-                    lam_sc[m] += lam
-                    eps = lam_sw[m] / (lam_sc[m] + lam_sw[m])
-                    lam = lam / (2.0 * (1.0 - eps))
-                else:
-                    lam_sw[m] += lam
-                    eps = lam_sw[m] / (lam_sc[m] + lam_sw[m])
-                    lam = lam / (2.0 * eps)
+            if method == BAGGING:
+                bagging_learn(B, ipar, fstate, xr, cr, ys[r], ws[r], seqs[r], nc, code_attr, p,
+                              scratch, hint)  # fmt: skip
+            else:
+                boosting_learn(B, ipar, fstate, xr, cr, ys[r], ws[r], seqs[r], nc, code_attr, p,
+                               scratch, hint)  # fmt: skip
     return R
+
+
+@nb.njit(cache=True)
+def bagging_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
+                code_attr, need):  # fmt: skip
+    """Online bagging over rows; ``ipar = [seed, vote]``. Signature of ``_tree.single_run``."""
+    return ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
+                        n_cls, code_attr, need, BAGGING)  # fmt: skip
+
+
+@nb.njit(cache=True)
+def boosting_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
+                 code_attr, need):  # fmt: skip
+    """Online boosting over rows; ``ipar = [seed]``, ``fstate = [lambda_sc, lambda_sw]`` (one
+    column per member). Signature of ``_tree.single_run``."""
+    return ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
+                        n_cls, code_attr, need, BOOSTING)  # fmt: skip
 
 
 @nb.njit(cache=True)

@@ -347,54 +347,20 @@ def weight_below(num, m, s, j, k, t):
 
 
 @nb.njit(cache=True)
-def w_entropy(d, n):
-    """sum(d) * H(d) in bits, computed as W log W - sum d log d (no division)."""
-    tot = 0.0
-    acc = 0.0
-    for k in range(n):
-        v = d[k]
-        if v > 0.0:
-            tot += v
-            acc -= v * math.log(v)
-    if tot <= 0.0:
-        return 0.0
-    return (acc + tot * math.log(tot)) * INV_LN2
-
-
-@nb.njit(cache=True)
-def w_gini(d, n):
-    """sum(d) * gini(d)."""
-    tot = 0.0
-    sq = 0.0
-    for k in range(n):
-        tot += d[k]
-        sq += d[k] * d[k]
-    if tot <= 0.0:
-        return 0.0
-    return tot - sq / tot
-
-
-@nb.njit(cache=True)
-def impurity(d, n, criterion):
-    if criterion == CRIT_GINI:
-        return w_gini(d, n)
-    return w_entropy(d, n)
-
-
-@nb.njit(cache=True)
-def impurity_cat(cat, m, s, code, n, criterion):
-    """``impurity`` of the class weights ``cat[m, s, code, :n]`` (scalar indexing, no view)."""
+def impurity(rows, i, n, criterion):
+    """``W * H`` of the class weights ``rows[i, :n]`` (W their sum; H entropy in bits, or Gini),
+    computed without division where possible: entropy as ``W log W - sum w log w``."""
     tot = 0.0
     if criterion == CRIT_GINI:
         sq = 0.0
         for k in range(n):
-            v = cat[m, s, code, k]
+            v = rows[i, k]
             tot += v
             sq += v * v
         return tot - sq / tot if tot > 0.0 else 0.0
     acc = 0.0
     for k in range(n):
-        v = cat[m, s, code, k]
+        v = rows[i, k]
         if v > 0.0:
             tot += v
             acc -= v * math.log(v)
@@ -404,23 +370,24 @@ def impurity_cat(cat, m, s, code, n, criterion):
 
 
 @nb.njit(cache=True)
-def merit_binary(pre_imp, pre_w, lhs, rhs, n, criterion, min_frac):
+def merit_binary(pre_imp, pre_w, lr, n, criterion, min_frac):
+    """Merit of a binary split with left/right class weights ``lr[0]`` / ``lr[1]``."""
     wl = 0.0
     wr = 0.0
     for k in range(n):
-        wl += lhs[k]
-        wr += rhs[k]
+        wl += lr[0, k]
+        wr += lr[1, k]
     tot = wl + wr
     if tot <= 0.0:
         return -np.inf
     if min_frac > 0.0 and (wl < min_frac * tot or wr < min_frac * tot):
         return -np.inf
-    post = (impurity(lhs, n, criterion) + impurity(rhs, n, criterion)) / tot
+    post = (impurity(lr, 0, n, criterion) + impurity(lr, 1, n, criterion)) / tot
     return pre_imp / pre_w - post
 
 
 @nb.njit(cache=True)
-def best_numeric_split(T, P, m, node, j, n_classes, pre_imp, pre_w, lhs, rhs, best_lhs):
+def best_numeric_split(T, P, m, node, j, n_classes, pre_imp, pre_w, lr, best_lhs):
     """Best threshold for numeric feature j (MOA's Gaussian observer: n_split_points equally
     spaced candidates between the smallest and largest value seen). Returns (merit, threshold)."""
     s = T.slot[m, node]
@@ -444,14 +411,14 @@ def best_numeric_split(T, P, m, node, j, n_classes, pre_imp, pre_w, lhs, rhs, be
             continue
         for k in range(n_classes):
             b = weight_below(num, m, s, j, k, t)
-            lhs[k] = b
-            rhs[k] = num[m, s, j, k, W] - b
-        mer = merit_binary(pre_imp, pre_w, lhs, rhs, n_classes, P.criterion, P.min_branch_frac)
+            lr[0, k] = b
+            lr[1, k] = num[m, s, j, k, W] - b
+        mer = merit_binary(pre_imp, pre_w, lr, n_classes, P.criterion, P.min_branch_frac)
         if mer > best:
             best = mer
             best_t = t
             for k in range(n_classes):
-                best_lhs[k] = lhs[k]
+                best_lhs[k] = lr[0, k]
     return best, best_t
 
 
@@ -467,14 +434,14 @@ def categorical_merits(T, P, m, node, n_classes, code_attr, pre_imp, pre_w, out)
     for a in range(A):
         for k in range(n_classes):
             tot[a] += T.catw[m, s, a, k]
-    cat = T.cat
+    cat = T.cat[m, s]  # [K, C]: one view per call
     for code in range(n_codes):
         a = code_attr[code]
         w = 0.0
         for k in range(n_classes):
-            w += cat[m, s, code, k]
+            w += cat[code, k]
         if w > 0.0:
-            post[a] += impurity_cat(cat, m, s, code, n_classes, P.criterion)
+            post[a] += impurity(cat, code, n_classes, P.criterion)
             if w >= P.min_branch_frac * tot[a]:
                 nbig[a] += 1
     for a in range(A):
@@ -492,10 +459,9 @@ def best_splits(T, P, m, node, n_classes, code_attr, split_lhs):
     no split beats the null split. ``split_lhs`` receives the left class weights of the best
     numeric split.
     """
-    d = T.dist[m, node]
     pre_w = 0.0
     for k in range(n_classes):
-        pre_w += d[k]
+        pre_w += T.dist[m, node, k]
     best = 0.0
     second = 0.0
     bkind = -1
@@ -503,13 +469,12 @@ def best_splits(T, P, m, node, n_classes, code_attr, split_lhs):
     bthr = 0.0
     if pre_w <= 0.0:
         return best, second, bkind, battr, bthr
-    pre_imp = impurity(d, n_classes, P.criterion)
-    lhs = np.empty(n_classes)
-    rhs = np.empty(n_classes)
+    pre_imp = impurity(T.dist[m], node, n_classes, P.criterion)
+    lr = np.empty((2, n_classes))
     cand_lhs = np.empty(n_classes)
     J = T.num.shape[2]
     for j in range(J):
-        mer, t = best_numeric_split(T, P, m, node, j, n_classes, pre_imp, pre_w, lhs, rhs, cand_lhs)
+        mer, t = best_numeric_split(T, P, m, node, j, n_classes, pre_imp, pre_w, lr, cand_lhs)
         if mer > best:
             second = best
             best = mer
