@@ -16,7 +16,7 @@ from learners import NativeLearner, argmax_label
 from learners._bank import TreeBank
 from learners.base import Features, Label
 from learners.native import STATE_FORMAT, STATE_VERSION
-from learners.schema import normalize_label
+from learners.schema import Schema, normalize_label
 
 from ._rng import uniform
 
@@ -56,6 +56,7 @@ class OnlineEnsemble:
         else:
             self._members = [learner.clone() for _ in range(self.n_models)]
             self._classes: list = []
+            self._schema = Schema()  # validates input the same way as the native path
         self._init_extra()
 
     def _init_extra(self) -> None:
@@ -78,6 +79,7 @@ class OnlineEnsemble:
             self._bank.schema.declare(features, classes)
             self._bank.fit_schema()
         else:
+            self._schema.declare(features, classes)
             for y in classes or []:
                 self._add_class(y)
 
@@ -104,6 +106,8 @@ class OnlineEnsemble:
             ws = [float(w) for w in ws]
             if any(not (0.0 <= w < float("inf")) for w in ws):
                 raise ValueError("sample weights must be finite and >= 0")
+        # the whole batch is checked (and rolled back on error) before any member sees it
+        self._schema.encode_rows(X, grow=do_learn, ys=ys if do_learn else None)
         return self._py_run(X, ys, ws, do_predict, do_learn)
 
     def _one(self, x, y, w, do_predict: bool, do_learn: bool):
@@ -187,6 +191,7 @@ class OnlineEnsemble:
     def _member_fit(self, m: int, X, y, weights: np.ndarray, enc=None) -> None:
         """Learn the block into member m with per-row weights (bootstrap counts)."""
         if not self._native:
+            self._schema.encode_rows(list(X), grow=True, ys=list(y))
             member = self._members[m]
             for x, yy, w in zip(X, y, weights, strict=True):
                 yy = normalize_label(yy)
@@ -268,6 +273,7 @@ class OnlineEnsemble:
             arrays.update(self._bank.state_arrays())
         else:
             header["classes"] = list(self._classes)
+            header["schema"] = self._schema.to_header()
             header["members"] = []
             for m, member in enumerate(self._members):
                 st = member.to_state()
@@ -297,6 +303,7 @@ class OnlineEnsemble:
             obj._bank.fit_schema()
         else:
             obj._classes = list(h["classes"])
+            obj._schema = Schema.from_header(h["schema"])
             for m, mh in enumerate(h["members"]):
                 prefix = f"m{m}."
                 sub = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}

@@ -107,8 +107,13 @@ class Schema:
         )
 
     def rollback(self, mark: tuple) -> None:
+        """Undo every addition since ``mark()`` (codes first: they refer to features)."""
         n_num, n_cat, n_codes, n_cls = mark
         self._code_attr_arr = None
+        for code in range(n_codes, len(self.code_attr)):
+            del self.cat_values[self.code_attr[code]][self.code_value[code]]
+        del self.code_attr[n_codes:]
+        del self.code_value[n_codes:]
         for name in self.num_names[n_num:]:
             del self.num_index[name]
             del self._fast[name]
@@ -118,10 +123,6 @@ class Schema:
             del self._fast[name]
         del self.cat_names[n_cat:]
         del self.cat_values[n_cat:]
-        for code in range(n_codes, len(self.code_attr)):
-            del self.cat_values[self.code_attr[code]][self.code_value[code]]
-        del self.code_attr[n_codes:]
-        del self.code_value[n_codes:]
         self._max_values = max((len(v) for v in self.cat_values), default=0)
         for y in self.classes[n_cls:]:
             del self.class_index[y]

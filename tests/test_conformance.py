@@ -174,3 +174,24 @@ def test_predict_one_is_argmax_of_proba(make):
         label = model.predict_one(x)
         assert label == (max(p, key=p.get) if p else None)
         model.learn_one(x, y)
+
+
+@pytest.mark.parametrize("name", STATEFUL)
+def test_rejected_input_leaves_no_trace(name):
+    """A batch rejected for a type error (after new features, categories and classes were seen
+    in it) changes nothing: same state, same predictions as a model that never saw it."""
+    from learners import FeatureTypeError
+
+    a, b = MODELS[name](), MODELS[name]()
+    data = stream(150)
+    for x, y in data:
+        a.learn_one(x, y)
+        b.learn_one(x, y)
+    bad = [{"x1": 1.0, "brand_new": "cat", "colour": "mauve"}, {"x1": "not a number"}]
+    with pytest.raises(FeatureTypeError, match="x1"):
+        a.learn_many(bad, ["new_class", "pos"])
+    with pytest.raises(FeatureTypeError):
+        a.learn_one({"other_new": 2.0, "size": 3.5}, "another_new")
+    assert a.to_state()["header"] == b.to_state()["header"]
+    for x, y in stream(100, seed=3):
+        assert a.predict_learn_one(x, y) == b.predict_learn_one(x, y)
