@@ -1,0 +1,161 @@
+"""Domain exceptions and their one mapping to HTTP responses (``{"detail": ...}``)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import redis.exceptions
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse
+
+
+class ChorusError(Exception):
+    """Base class of every error the service reports to clients.
+
+    Parameters
+    ----------
+    detail
+        Human-readable message; names the offending field or model.
+    """
+
+    status_code = 500
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class InvalidInput(ChorusError):
+    """Malformed input (422)."""
+
+    status_code = 422
+
+
+class ModelNotFound(ChorusError):
+    """Unknown model (404)."""
+
+    status_code = 404
+
+
+class ModelExists(ChorusError):
+    """A model with that name already exists (409)."""
+
+    status_code = 409
+
+
+class PredictionNotFound(ChorusError):
+    """Unknown ``prediction_id`` (404)."""
+
+    status_code = 404
+
+
+class PredictionExpired(ChorusError):
+    """``prediction_id`` older than the TTL (410)."""
+
+    status_code = 410
+
+
+class PayloadTooLarge(ChorusError):
+    """Body or batch over the configured limit (413)."""
+
+    status_code = 413
+
+
+class Unauthorized(ChorusError):
+    """Missing or wrong bearer token (401)."""
+
+    status_code = 401
+
+
+class StoreUnavailable(ChorusError):
+    """The store cannot be reached; nothing was applied (503)."""
+
+    status_code = 503
+
+
+class NotReady(ChorusError):
+    """Recovery has not finished yet (503)."""
+
+    status_code = 503
+
+
+class EngineFailure(ChorusError):
+    """The engine failed on input it should have accepted: a bug, reported as such (the details
+    go to the server log, not to the client)."""
+
+    status_code = 500
+
+
+class CorruptSnapshot(Exception):
+    """A snapshot failed its checksum or format check (never loaded)."""
+
+
+def _json(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+
+
+_UNION_TAGS = {"bool", "int", "float", "str", "none", "function-after[_one_mode()]"}
+_KIND = {"bool": "boolean", "int": "integer", "float": "number", "str": "string"}
+
+
+def _loc(loc: tuple) -> tuple[str, list[str]]:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path")]
+    tags = []
+    while parts and parts[-1] in _UNION_TAGS:
+        tags.append(parts.pop())
+    return ".".join(parts) or "body", tags
+
+
+def validation_message(errors: list[dict]) -> str:
+    """One message per field, naming it (``features.age: expected one of ...``).
+
+    Union alternatives (a feature value may be a boolean, integer, number, string or null) are
+    folded into one message instead of one per alternative.
+    """
+    out: dict[str, str] = {}
+    kinds: dict[str, list[str]] = {}
+    for e in errors:
+        field, tags = _loc(tuple(e.get("loc", ())))
+        msg = str(e.get("msg", "invalid")).removeprefix("Value error, ")
+        if tags and tags[0] in _KIND:
+            kinds.setdefault(field, []).append(_KIND[tags[0]])
+            out.setdefault(field, "")
+        else:
+            out.setdefault(field, msg)
+    for field, ks in kinds.items():
+        if not out[field]:
+            out[field] = "expected a " + " or ".join(dict.fromkeys(ks))
+    # a model-level check (no location) already names its field(s) in the message
+    return "; ".join(m if f == "body" and ":" in m else f"{f}: {m}" for f, m in out.items())
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Map domain, validation and store exceptions to JSON errors, once for the whole app."""
+
+    @app.exception_handler(ChorusError)
+    async def _chorus(request: Request, exc: ChorusError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
+        if isinstance(exc, StoreUnavailable | NotReady):
+            headers = {"Retry-After": "1"}
+        return _json(exc.status_code, exc.detail, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _json(422, validation_message(list(exc.errors())))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _json(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
+
+    @app.exception_handler(redis.exceptions.ConnectionError)
+    @app.exception_handler(redis.exceptions.TimeoutError)
+    @app.exception_handler(redis.exceptions.BusyLoadingError)
+    async def _redis(request: Request, exc: Exception) -> JSONResponse:
+        return _json(503, f"store unavailable: {exc}", {"Retry-After": "1"})
+
+    @app.exception_handler(sqlite3.OperationalError)
+    @app.exception_handler(sqlite3.ProgrammingError)
+    async def _sqlite(request: Request, exc: Exception) -> JSONResponse:
+        return _json(503, f"store unavailable: {exc}", {"Retry-After": "1"})

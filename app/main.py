@@ -1,0 +1,130 @@
+"""The FastAPI application: lifespan (store, recovery, snapshots), routers, error mapping."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from app.errors import install_error_handlers
+from app.registry import Registry
+from app.routes import learn, models, ops, predict
+from app.settings import Settings, get_settings
+from app.stores import Store, make_store
+
+log = logging.getLogger("chorus")
+
+DESCRIPTION = """
+Streaming online bagging and boosting (Oza 2001) as a durable predict-then-learn service.
+
+Declare a model (`POST /models`), stream labelled examples (`POST /learn` answers with the
+prediction made *before* learning), ask for predictions (`GET /predict`), give late labels
+(`POST /learn {prediction_id, label}`). Every acknowledged example is in the model's log before
+the answer; recovery = snapshot + log replay reproduces the model exactly.
+"""
+
+
+async def _recover_until_ready(registry: Registry, store: Store, settings: Settings) -> None:
+    delay = 0.1
+    while True:
+        try:
+            await store.open(timeout=settings.startup_timeout)
+            await registry.recover()
+            return
+        except Exception as exc:  # noqa: BLE001 - keep retrying; /readyz says 503 meanwhile
+            log.warning("recovery failed (%s: %s); retrying", type(exc).__name__, exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+def create_app(settings: Settings | None = None, store: Store | None = None) -> FastAPI:
+    """Build the service.
+
+    Parameters
+    ----------
+    settings
+        Defaults to the environment (``CHORUS_*``).
+    store
+        Defaults to the store the settings select (Redis if ``redis_url`` is set, else SQLite).
+
+    Returns
+    -------
+    FastAPI
+        The app; its lifespan opens the store, recovers every model (``/readyz`` turns 200
+        after), snapshots periodically and once more at shutdown.
+    """
+    settings = settings or get_settings()
+    store = store or make_store(settings)
+    registry = Registry(store, settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        recovery = asyncio.create_task(_recover_until_ready(registry, store, settings))
+        # wait (bounded) so a healthy start is ready as soon as it serves
+        await asyncio.wait({recovery}, timeout=settings.startup_timeout)
+        periodic = asyncio.create_task(registry.periodic())
+        gc.freeze()  # the recovered models and imports are long-lived: keep them out of GC scans
+        try:
+            yield
+        finally:
+            periodic.cancel()
+            recovery.cancel()
+            with contextlib.suppress(BaseException):
+                await periodic
+            with contextlib.suppress(BaseException):
+                await recovery
+            if registry.ready:
+                n = await registry.snapshot_all()
+                log.info("shutdown: wrote %d snapshot(s)", n)
+            await store.close()
+
+    app = FastAPI(
+        title="Chorus",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.registry = registry
+    prom, requests, latency = ops.make_prometheus(registry)
+    app.state.prom = prom
+    app.add_middleware(
+        ops.ObserveMiddleware,
+        requests=requests,
+        latency=latency,
+        max_body=settings.max_body_bytes,
+    )
+    install_error_handlers(app)
+    for r in (models.router, learn.router, predict.router, ops.router):
+        app.include_router(r)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _openapi(app: FastAPI) -> dict:
+    """OpenAPI plus the body schemas of the routes that parse their JSON themselves."""
+    if app.openapi_schema is None:
+        from fastapi.openapi.utils import get_openapi
+        from pydantic.json_schema import models_json_schema
+
+        from app.routes.schemas import LearnRequest, PredictRequest
+
+        schema = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        _, defs = models_json_schema(
+            [(LearnRequest, "validation"), (PredictRequest, "validation")],
+            ref_template="#/components/schemas/{model}",
+        )
+        schema.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
+        app.openapi_schema = schema
+    return app.openapi_schema
+
+
+def app_factory() -> FastAPI:
+    """``uvicorn --factory app.main:app_factory`` (settings from the environment)."""
+    return create_app()

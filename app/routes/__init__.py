@@ -1,0 +1,1 @@
+"""HTTP routers: models, learn, predict and operations (health, readiness, Prometheus)."""

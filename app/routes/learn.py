@@ -1,0 +1,53 @@
+"""``POST /learn``: predict-then-learn (single, batch, delayed label)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from app.errors import PayloadTooLarge
+from app.registry import Example
+from app.routes.deps import check_key, errors, json_body, json_response
+from app.routes.schemas import LearnBatchResult, LearnRequest, LearnResult
+
+router = APIRouter(tags=["learning"])
+
+
+@router.post(
+    "/learn",
+    response_model=LearnResult | LearnBatchResult,
+    responses=errors(401, 404, 410, 413, 422, 503),
+    summary="Predict, then learn",
+    openapi_extra=json_body(LearnRequest),
+)
+async def learn(request: Request) -> Response:
+    """Predict with the current model, append the example to the log, learn it, answer.
+
+    The answer carries the prediction made *before* learning, the log sequence number and the
+    model's running accuracy. A repeated ``id`` is not learned again (``duplicate: true``).
+    With ``prediction_id`` the features kept by ``/predict`` are learned with ``label``.
+    """
+    # hot path: no FastAPI dependencies, pydantic parses the raw JSON itself
+    reg = request.app.state.registry
+    check_key(request)
+    body = LearnRequest.parse_body(await request.body())
+    if body.examples is not None:
+        limit = reg.settings.max_batch
+        if len(body.examples) > limit:
+            raise PayloadTooLarge(f"examples: {len(body.examples)} over the limit of {limit}")
+        exs = [
+            Example(e["features"], e["label"], e.get("weight", 1.0), e.get("id"))
+            for e in body.examples
+        ]
+        results = await reg.learn(body.model, exs)
+        h = reg.handles.get(body.model)
+        acc = h.metrics.report()["accuracy"] if h else None
+        return json_response({"results": results, "accuracy": acc})
+    if body.prediction_id is not None:
+        result = await reg.learn_delayed(body.model, body.prediction_id, body.label, body.id)
+    else:
+        ex = Example(body.features, body.label, body.weight, body.id)
+        (result,) = await reg.learn(body.model, [ex])
+    h = reg.handles.get(body.model)
+    result["accuracy"] = h.metrics.report()["accuracy"] if h else None
+    return json_response(result)

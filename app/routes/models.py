@@ -1,0 +1,75 @@
+"""``/models``: declare, list, describe and delete models."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path
+from starlette.responses import Response
+
+from app.routes.deps import RegistryDep, errors, json_response, require_key
+from app.routes.schemas import Metrics, ModelCreate, ModelDescription, ModelList
+
+router = APIRouter(tags=["models"], dependencies=[Depends(require_key)])
+NamePath = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Model name")]
+
+
+@router.post(
+    "/models",
+    status_code=201,
+    response_model=ModelDescription,
+    responses=errors(401, 409, 422, 503),
+    summary="Declare a model",
+)
+async def create_model(body: ModelCreate, reg: RegistryDep) -> Response:
+    """Declare a model from a spec (models are declared, never uploaded)."""
+    spec = body.model_dump(exclude={"name"})
+    h = await reg.create(body.name, spec)
+    return json_response(reg.describe(h), 201)
+
+
+@router.get("/models", response_model=ModelList, responses=errors(401, 503), summary="List models")
+async def list_models(reg: RegistryDep) -> Response:
+    """Every declared model with its description."""
+    out = []
+    for name in await reg.names():
+        try:
+            out.append(reg.describe(await reg.get(name)))
+        except Exception as exc:  # noqa: BLE001 - a model deleted meanwhile is just skipped
+            if getattr(exc, "status_code", None) != 404:
+                raise
+    return json_response({"models": out})
+
+
+@router.get(
+    "/models/{name}",
+    response_model=ModelDescription,
+    responses=errors(401, 404, 422, 503),
+    summary="Describe a model",
+)
+async def get_model(name: NamePath, reg: RegistryDep) -> Response:
+    """Spec, examples seen, state bytes, metrics, and per-member ε/λ for boosting."""
+    return json_response(reg.describe(await reg.refresh(await reg.get(name))))
+
+
+@router.delete(
+    "/models/{name}",
+    status_code=204,
+    responses=errors(401, 404, 422, 503),
+    summary="Delete a model",
+)
+async def delete_model(name: NamePath, reg: RegistryDep) -> Response:
+    """Drop the model, its log, snapshot, idempotency keys and kept predictions."""
+    await reg.delete(name)
+    return Response(status_code=204)
+
+
+@router.get(
+    "/models/{name}/metrics",
+    response_model=Metrics,
+    responses=errors(401, 404, 422, 503),
+    summary="Model metrics",
+)
+async def model_metrics(name: NamePath, reg: RegistryDep) -> Response:
+    """Prequential accuracy, Cohen's kappa and accuracy over the last 1,000 scored examples."""
+    return json_response((await reg.refresh(await reg.get(name))).metrics.report())

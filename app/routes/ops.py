@@ -1,0 +1,185 @@
+"""Operations: ``/healthz``, ``/readyz``, Prometheus ``/metrics`` and the request-metrics middleware."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Depends, Request
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.registry import Registry
+from app.routes.deps import RegistryDep, errors, json_response, require_key
+from app.routes.schemas import Error, Status
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", response_model=Status, summary="Liveness")
+async def healthz() -> Response:
+    """The process answers (no auth)."""
+    return json_response({"status": "ok"})
+
+
+@router.get(
+    "/readyz",
+    response_model=Status,
+    responses={503: {"model": Error, "description": "Recovering or store unreachable"}},
+    summary="Readiness",
+)
+async def readyz(reg: RegistryDep) -> Response:
+    """200 once every model is recovered and the store answers; 503 before (no auth)."""
+    if not reg.ready:
+        return json_response({"detail": "recovering models from the store"}, 503)
+    if not await reg.store.ping():
+        return json_response({"detail": f"{reg.store.name} store unreachable"}, 503)
+    return json_response({"status": "ready"})
+
+
+@router.get(
+    "/metrics",
+    responses=errors(401),
+    dependencies=[Depends(require_key)],
+    summary="Prometheus metrics",
+    response_class=Response,
+)
+async def prometheus(request: Request) -> Response:
+    """Requests, latency histograms, examples learned and accuracy per model (text format)."""
+    return Response(generate_latest(request.app.state.prom), media_type=CONTENT_TYPE_LATEST)
+
+
+class ModelCollector:
+    """Per-model gauges read from the registry at scrape time (no cost on the hot path)."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+
+    def collect(self):
+        learned = CounterMetricFamily(
+            "chorus_examples_learned", "Examples learned by the model", labels=["model"]
+        )
+        acc = GaugeMetricFamily("chorus_model_accuracy", "Prequential accuracy", labels=["model"])
+        wacc = GaugeMetricFamily(
+            "chorus_model_window_accuracy", "Accuracy over the last window", labels=["model"]
+        )
+        lag = GaugeMetricFamily(
+            "chorus_model_unsnapshotted", "Log entries not yet in a snapshot", labels=["model"]
+        )
+        for name, h in list(self.registry.handles.items()):
+            learned.add_metric([name], float(h.seq))
+            rep = h.metrics.report()
+            if rep["accuracy"] is not None:
+                acc.add_metric([name], rep["accuracy"])
+            if rep["window_accuracy"] is not None:
+                wacc.add_metric([name], rep["window_accuracy"])
+            lag.add_metric([name], float(h.since_snapshot))
+        yield from (learned, acc, wacc, lag)
+
+
+def make_prometheus(registry: Registry) -> tuple[CollectorRegistry, Counter, Histogram]:
+    """A per-app Prometheus registry with request counters, latency histograms and model gauges."""
+    prom = CollectorRegistry()
+    requests = Counter(
+        "chorus_requests", "HTTP requests", ["method", "route", "status"], registry=prom
+    )
+    latency = Histogram(
+        "chorus_request_duration_seconds",
+        "HTTP request latency",
+        ["method", "route"],
+        buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0),
+        registry=prom,
+    )
+    prom.register(ModelCollector(registry))
+    return prom, requests, latency
+
+
+class ObserveMiddleware:
+    """Pure-ASGI middleware: request metrics and the body-size limit (413).
+
+    Parameters
+    ----------
+    app
+        The wrapped ASGI app.
+    requests, latency
+        The Prometheus collectors to feed.
+    max_body
+        Largest request body in bytes.
+    """
+
+    def __init__(self, app: ASGIApp, requests: Counter, latency: Histogram, max_body: int) -> None:
+        self.app = app
+        self.requests = requests
+        self.latency = latency
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        status = 500
+        limit = self.max_body
+        for k, v in scope.get("headers", ()):
+            if k == b"content-length":
+                try:
+                    too_big = int(v) > limit
+                except ValueError:
+                    too_big = False
+                if too_big:
+                    await _send_413(send, limit)
+                    self._observe(scope, 413, t0)
+                    return
+                break
+        seen = 0
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > limit:
+                    # an HTTPException passes FastAPI's body parsing untouched -> 413
+                    raise HTTPException(413, f"body over the limit of {limit} bytes")
+            return msg
+
+        async def send_wrapper(msg: Message) -> None:
+            nonlocal status
+            if msg["type"] == "http.response.start":
+                status = msg["status"]
+            await send(msg)
+
+        try:
+            await self.app(scope, limited_receive, send_wrapper)
+        finally:
+            self._observe(scope, status, t0)
+
+    def _observe(self, scope: Scope, status: int, t0: float) -> None:
+        route = scope.get("route")
+        path = getattr(route, "path", None) or "unmatched"
+        method = scope.get("method", "")
+        self.requests.labels(method, path, str(status)).inc()
+        self.latency.labels(method, path).observe(time.perf_counter() - t0)
+
+
+async def _send_413(send: Send, limit: int) -> None:
+    body = b'{"detail":"body over the limit of %d bytes"}' % limit
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,92 @@
+"""``GET /predict`` (query string) and ``POST /predict`` (JSON, batches)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from app.errors import InvalidInput, PayloadTooLarge
+from app.registry import NAME_RE
+from app.routes.deps import check_key, errors, json_body, json_response
+from app.routes.schemas import PredictBatchResult, PredictRequest, PredictResult
+
+router = APIRouter(tags=["predicting"])
+
+
+_GET_PARAMS = {
+    "parameters": [
+        {
+            "name": "model",
+            "in": "query",
+            "required": True,
+            "description": "Model name",
+            "schema": {"type": "string", "pattern": NAME_RE.pattern},
+            "example": "meetings",
+        },
+        {
+            "name": "features",
+            "in": "query",
+            "required": False,
+            "description": "Every other parameter is a feature, e.g. `age=31&dept=cs`",
+            "schema": {"type": "object", "additionalProperties": {"type": "string"}},
+            "style": "form",
+            "explode": True,
+            "example": {"age": "31", "dept": "cs"},
+        },
+    ]
+}
+
+
+@router.get(
+    "/predict",
+    response_model=PredictResult,
+    responses=errors(401, 404, 422, 503),
+    summary="Predict from query parameters",
+    openapi_extra=_GET_PARAMS,
+)
+async def predict_get(request: Request) -> Response:
+    """``/predict?model=NAME&age=31&dept=cs``: every other parameter is a feature.
+
+    Values are typed by the model's declared features; undeclared numeric-looking values are
+    numbers, the rest categories, empty values missing.
+    """
+    reg = request.app.state.registry
+    check_key(request)
+    params: dict[str, str] = {}
+    model = None
+    for k, v in request.query_params.multi_items():
+        if k == "model":
+            model = v
+        elif k in params:
+            raise InvalidInput(f"{k}: given more than once")
+        else:
+            params[k] = v
+    if model is None:
+        raise InvalidInput("model: query parameter required")
+    if not NAME_RE.match(model):
+        raise InvalidInput(f"model: must match {NAME_RE.pattern}")
+    h = await reg.get(model)
+    (result,) = await reg.predict(model, [reg.typed_query(h, params)], raw=params)
+    return json_response(result)
+
+
+@router.post(
+    "/predict",
+    response_model=PredictResult | PredictBatchResult,
+    responses=errors(401, 404, 413, 422, 503),
+    summary="Predict from a JSON body",
+    openapi_extra=json_body(PredictRequest),
+)
+async def predict_post(request: Request) -> Response:
+    """``{"model", "features"}`` for one prediction, ``{"model", "examples": [...]}`` for many."""
+    reg = request.app.state.registry
+    check_key(request)
+    body = PredictRequest.parse_body(await request.body())
+    if body.examples is not None:
+        limit = reg.settings.max_batch
+        if len(body.examples) > limit:
+            raise PayloadTooLarge(f"examples: {len(body.examples)} over the limit of {limit}")
+        results = await reg.predict(body.model, [e["features"] for e in body.examples])
+        return json_response({"results": results})
+    (result,) = await reg.predict(body.model, [body.features])
+    return json_response(result)

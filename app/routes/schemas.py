@@ -1,0 +1,370 @@
+"""Request and response bodies of the HTTP API (docs/http-api.md), each with an OpenAPI example."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, NotRequired, Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
+from typing_extensions import TypedDict
+
+# Feature values are checked by the engine (numbers, strings, booleans, null; anything else is a
+# FeatureTypeError naming the feature), so pydantic only documents them: validating a union per
+# value costs more than the engine's whole update.
+Value = Annotated[
+    Any,
+    WithJsonSchema(
+        {"anyOf": [{"type": "number"}, {"type": "string"}, {"type": "boolean"}, {"type": "null"}]}
+    ),
+]
+Label = StrictBool | StrictInt | StrictStr
+Features = dict[str, Value]
+Weight = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Key = Annotated[str, Field(min_length=1, max_length=200)]
+Name = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Model name, [A-Za-z0-9_.-]{1,64}")
+
+from app.errors import InvalidInput, validation_message  # noqa: E402
+
+
+class _Body(BaseModel):
+    """A request body parsed from raw JSON by pydantic itself (hot paths skip FastAPI's parsing)."""
+
+    @classmethod
+    def parse_body(cls, raw: bytes) -> Self:
+        """Validate raw JSON; errors become 422 messages naming the field."""
+        try:
+            return cls.model_validate_json(raw)
+        except ValidationError as exc:
+            raise InvalidInput(validation_message(list(exc.errors()))) from None
+
+
+_FEATURES_EX = {"age": 31, "dept": "cs", "remote": True}
+
+
+class ModelCreate(BaseModel):
+    """Declare a model: ensemble, base learner, size, seed, optional feature types and classes."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "meetings",
+                    "ensemble": "bagging",
+                    "learner": "hoeffding_tree",
+                    "n_models": 10,
+                    "seed": 1,
+                    "params": {"grace_period": 200},
+                    "features": {"age": "numeric", "dept": "categorical"},
+                    "classes": ["accept", "decline"],
+                }
+            ]
+        },
+    )
+
+    name: str = Name
+    ensemble: Literal["bagging", "boosting", "single"] = "bagging"
+    learner: str = Field(
+        "hoeffding_tree",
+        pattern=r"^([A-Za-z0-9_]{1,64}|river:[A-Za-z0-9_.]{1,200})$",
+        description="hoeffding_tree | naive_bayes | stump | river:<module.Class>",
+    )
+    n_models: int | None = Field(
+        None, ge=1, le=1000, description="Ensemble size (engine default: 10, 1 for single)"
+    )
+    seed: int | None = Field(None, ge=0, description="Seed of the Poisson draws (engine default)")
+    params: dict[str, Any] = Field(default_factory=dict)
+    features: dict[str, Literal["numeric", "categorical"]] | None = None
+    classes: list[Label] | None = None
+
+
+class Metrics(BaseModel):
+    """Prequential metrics of the predictions a model served."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"accuracy": 0.91, "kappa": 0.8, "window_accuracy": 0.93, "n_scored": 1200}
+            ]
+        }
+    )
+
+    accuracy: float | None
+    kappa: float | None
+    window_accuracy: float | None
+    n_scored: int
+
+
+class ModelDescription(BaseModel):
+    """A declared model: its spec, how much it learned, its state size and metrics."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "meetings",
+                    "spec": {
+                        "ensemble": "boosting",
+                        "learner": "hoeffding_tree",
+                        "n_models": 2,
+                        "seed": 1,
+                        "params": {},
+                        "features": None,
+                        "classes": None,
+                    },
+                    "n_seen": 1200,
+                    "seq": 1200,
+                    "classes": ["accept", "decline"],
+                    "state_bytes": 48213,
+                    "metrics": {
+                        "accuracy": 0.91,
+                        "kappa": 0.8,
+                        "window_accuracy": 0.93,
+                        "n_scored": 1200,
+                    },
+                    "members": [
+                        {
+                            "epsilon": 0.12,
+                            "lambda_sc": 105.0,
+                            "lambda_sw": 14.2,
+                            "vote_weight": 1.99,
+                        },
+                        {"epsilon": 0.2, "lambda_sc": 80.1, "lambda_sw": 20.0, "vote_weight": 1.39},
+                    ],
+                }
+            ]
+        }
+    )
+
+    name: str
+    spec: dict[str, Any]
+    n_seen: int
+    seq: int = Field(description="Last log sequence number applied")
+    classes: list[Any]
+    state_bytes: int
+    metrics: Metrics
+    members: list[dict[str, Any]] = Field(
+        default_factory=list, description="Boosting: epsilon, lambda_sc, lambda_sw, vote_weight"
+    )
+
+
+class ModelList(BaseModel):
+    """Every declared model."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"models": []}]})
+
+    models: list[ModelDescription]
+
+
+class LearnExample(TypedDict):
+    """One labelled example inside a batch (``id`` and ``weight`` optional)."""
+
+    __pydantic_config__ = ConfigDict(  # type: ignore[misc]
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"features": _FEATURES_EX, "label": "accept", "id": "e-17"}]
+        },
+    )
+
+    features: Features
+    label: Label
+    id: NotRequired[Key | None]
+    weight: NotRequired[Weight]
+
+
+class LearnRequest(_Body):
+    """Single example, batch (``examples``), or delayed label (``prediction_id``)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"model": "meetings", "features": _FEATURES_EX, "label": "accept", "id": "e-17"},
+                {
+                    "model": "meetings",
+                    "examples": [
+                        {"features": _FEATURES_EX, "label": "accept"},
+                        {"features": {"age": 45, "dept": "math"}, "label": "decline"},
+                    ],
+                },
+                {"model": "meetings", "prediction_id": "Jx3k0aQ8c2LmVb1d", "label": "decline"},
+            ]
+        },
+    )
+
+    model: str = Name
+    features: Features | None = None
+    label: Label | None = None
+    id: str | None = Field(None, min_length=1, max_length=200)
+    weight: float = Field(1.0, ge=0, allow_inf_nan=False)
+    examples: list[LearnExample] | None = None
+    prediction_id: str | None = Field(None, min_length=1, max_length=200)
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> LearnRequest:
+        modes = [
+            self.features is not None,
+            self.examples is not None,
+            self.prediction_id is not None,
+        ]
+        if sum(modes) != 1:
+            raise ValueError("give exactly one of 'features', 'examples' or 'prediction_id'")
+        if self.examples is None and self.label is None:
+            raise ValueError("label: required")
+        if self.examples is not None and (self.label is not None or self.id is not None):
+            raise ValueError("label/id go inside each of 'examples' in a batch")
+        return self
+
+
+class LearnResult(BaseModel):
+    """The prediction made *before* learning the example, and where it sits in the log."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "prediction": "accept",
+                    "probabilities": {"accept": 0.8, "decline": 0.2},
+                    "seq": 1201,
+                    "accuracy": 0.91,
+                    "duplicate": False,
+                }
+            ]
+        }
+    )
+
+    prediction: Label | None
+    probabilities: dict[str, float]
+    seq: int
+    accuracy: float | None = None
+    duplicate: bool = False
+
+
+class LearnBatchResult(BaseModel):
+    """One result per example, in order."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "results": [
+                        {
+                            "prediction": "accept",
+                            "probabilities": {"accept": 0.8, "decline": 0.2},
+                            "seq": 1201,
+                            "duplicate": False,
+                        }
+                    ],
+                    "accuracy": 0.91,
+                }
+            ]
+        }
+    )
+
+    results: list[LearnResult]
+    accuracy: float | None
+
+
+class PredictExample(TypedDict):
+    """Features of one example to predict."""
+
+    __pydantic_config__ = ConfigDict(  # type: ignore[misc]
+        extra="forbid", json_schema_extra={"examples": [{"features": _FEATURES_EX}]}
+    )
+
+    features: Features
+
+
+class PredictRequest(_Body):
+    """Single (``features``) or batch (``examples``) prediction."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"model": "meetings", "features": _FEATURES_EX},
+                {"model": "meetings", "examples": [{"features": _FEATURES_EX}]},
+            ]
+        },
+    )
+
+    model: str = Name
+    features: Features | None = None
+    examples: list[PredictExample] | None = None
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> PredictRequest:
+        if (self.features is None) == (self.examples is None):
+            raise ValueError("give exactly one of 'features' or 'examples'")
+        return self
+
+
+class PredictResult(BaseModel):
+    """A prediction; ``prediction_id`` (kept for the TTL) accepts a delayed label."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "prediction": "accept",
+                    "probabilities": {"accept": 0.8, "decline": 0.2},
+                    "prediction_id": "Jx3k0aQ8c2LmVb1d",
+                }
+            ]
+        }
+    )
+
+    prediction: Label | None
+    probabilities: dict[str, float]
+    prediction_id: str | None = Field(
+        description="null when predictions are not kept or the store was unreachable"
+    )
+
+
+class PredictBatchResult(BaseModel):
+    """One prediction per example, in order."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "results": [
+                        {
+                            "prediction": "accept",
+                            "probabilities": {"accept": 1.0},
+                            "prediction_id": "Jx3k0aQ8c2LmVb1d",
+                        }
+                    ]
+                }
+            ]
+        }
+    )
+
+    results: list[PredictResult]
+
+
+class Error(BaseModel):
+    """Every error: a message naming the field, model or condition."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"detail": "features.age: expected numeric, got 'old'"}]}
+    )
+
+    detail: str
+
+
+class Status(BaseModel):
+    """Health/readiness."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"status": "ok"}]})
+
+    status: str

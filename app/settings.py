@@ -1,0 +1,81 @@
+"""Service settings: one pydantic-settings class, ``CHORUS_`` environment prefix."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Everything the service can be configured with (environment variables ``CHORUS_*``).
+
+    Parameters
+    ----------
+    data_dir
+        Directory of the embedded SQLite store (used when ``redis_url`` is not set).
+    redis_url
+        ``redis://host:port/db``; selects the Redis store.
+    api_key
+        When set, every route except ``/healthz`` and ``/readyz`` needs ``Authorization: Bearer <key>``.
+    snapshot_key
+        HMAC key for snapshot checksums; without it snapshots carry a plain SHA-256.
+    durability
+        ``"log"`` appends every example to the model's log before answering; ``"none"`` relies on
+        snapshots only (faster, loses the examples since the last snapshot on a crash).
+    snapshot_every
+        Write a snapshot after this many examples learned by a model.
+    snapshot_interval
+        Write a snapshot of every changed model at least this often (seconds).
+    prediction_ttl
+        Seconds a ``prediction_id`` from ``/predict`` accepts a delayed label.
+    keep_predictions
+        Store the features of every ``/predict`` call so a delayed label can be given.
+    max_batch
+        Largest number of examples in one batched ``/learn`` or ``/predict``.
+    max_body_bytes
+        Largest request body accepted.
+    sqlite_synchronous
+        SQLite ``PRAGMA synchronous`` (``NORMAL`` survives process crashes, ``FULL`` power loss).
+    redis_timeout
+        Socket timeout for Redis calls (seconds).
+    startup_timeout
+        How long startup waits for the store to answer before giving up (seconds).
+    metrics_window
+        Window of the windowed accuracy.
+    idempotency_window
+        Idempotency keys are remembered for the last this-many examples of a model (older ones
+        are forgotten at the next snapshot), so a retry is safe for that long.
+    shared_store
+        Other processes write to the same store (``serve(workers > 1)`` sets it): read the log
+        tail before each write instead of finding out from a refused append.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="CHORUS_", extra="ignore")
+
+    data_dir: Path = Path("./chorus-data")
+    redis_url: str | None = None
+    api_key: str | None = None
+    snapshot_key: str | None = None
+    durability: Literal["log", "none"] = "log"
+    snapshot_every: int = Field(10_000, ge=1)
+    snapshot_interval: float = Field(60.0, gt=0)
+    prediction_ttl: float = Field(3600.0, gt=0)
+    keep_predictions: bool = True
+    max_batch: int = Field(1000, ge=1)
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    sqlite_synchronous: Literal["OFF", "NORMAL", "FULL"] = "NORMAL"
+    redis_timeout: float = Field(2.0, gt=0)
+    startup_timeout: float = Field(30.0, ge=0)
+    metrics_window: int = Field(1000, ge=1)
+    idempotency_window: int = Field(100_000, ge=1)
+    shared_store: bool = False
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings (a FastAPI dependency; override it in tests)."""
+    return Settings()

@@ -1,0 +1,132 @@
+"""The store protocol (ARCHITECTURE §6): per-model ordered log, snapshots, idempotency keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+
+class StoreError(Exception):
+    """Base class of store-level outcomes the registry reacts to."""
+
+
+class SeqConflict(StoreError):
+    """The log moved on since this process last applied it (another writer); nothing was written.
+
+    Parameters
+    ----------
+    current
+        The log's last sequence number.
+    """
+
+    def __init__(self, current: int) -> None:
+        super().__init__(f"log is at {current}")
+        self.current = current
+
+
+class DuplicateKey(StoreError):
+    """An idempotency key in the batch is already in the store; nothing was written."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"idempotency key {key!r} already applied")
+        self.key = key
+
+
+class ModelGone(StoreError):
+    """The model was deleted (by another process); nothing was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One log entry to append.
+
+    Parameters
+    ----------
+    record
+        The encoded example (features, label, weight, ...), replayed in order on recovery.
+    key
+        Optional idempotency key, recorded atomically with the entry.
+    response
+        What to answer a retry of ``key`` with (encoded); stored only when ``key`` is set.
+    """
+
+    record: bytes
+    key: str | None = None
+    response: bytes | None = None
+
+
+@runtime_checkable
+class Store(Protocol):
+    """What the registry needs from a durable store.
+
+    Sequence numbers start at 1 and count the entries ever appended to a model's log; a snapshot
+    records the sequence number it includes, and ``trim`` drops entries at or below it.
+    All methods raise the backend's connection errors when the store is unreachable.
+    """
+
+    name: str
+
+    async def open(self, timeout: float) -> None:
+        """Connect, waiting (bounded) until the store answers."""
+
+    async def close(self) -> None:
+        """Release connections."""
+
+    async def ping(self) -> bool:
+        """Whether the store answers right now."""
+
+    async def create_model(self, name: str, spec: dict[str, Any]) -> bool:
+        """Record a model; ``False`` if the name is taken."""
+
+    async def get_model(self, name: str) -> dict[str, Any] | None:
+        """The declared spec of a model, or ``None``."""
+
+    async def list_models(self) -> dict[str, dict[str, Any]]:
+        """All declared models, name -> spec."""
+
+    async def delete_model(self, name: str) -> bool:
+        """Drop a model with its log, snapshot, keys and predictions; ``False`` if unknown."""
+
+    async def append(self, name: str, entries: list[Entry], expected_seq: int) -> int:
+        """Append entries atomically if the log's last sequence number is ``expected_seq``.
+
+        Returns the new last sequence number. Raises :class:`SeqConflict`,
+        :class:`DuplicateKey` or :class:`ModelGone` having written nothing.
+        """
+
+    async def read(self, name: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:
+        """Up to ``limit`` log entries with sequence number > ``after_seq``, in order."""
+
+    async def last_seq(self, name: str) -> int:
+        """The log's last sequence number (0 when empty)."""
+
+    async def put_snapshot(self, name: str, seq: int, blob: bytes) -> None:
+        """Store the model's snapshot that includes the log up to ``seq``."""
+
+    async def get_snapshot(self, name: str) -> tuple[int, bytes] | None:
+        """The latest snapshot ``(seq, blob)`` or ``None``."""
+
+    async def trim(self, name: str, upto_seq: int) -> None:
+        """Drop log entries with sequence number <= ``upto_seq`` (only behind a snapshot)."""
+
+    async def get_keys(self, name: str) -> dict[str, bytes]:
+        """All idempotency keys of a model with their stored responses."""
+
+    async def forget_keys(self, name: str, keys: list[str]) -> None:
+        """Drop idempotency keys (older than the retention window)."""
+
+    async def put_prediction(self, name: str, pid: str, blob: bytes, ttl: float) -> None:
+        """Keep a served prediction for at least ``ttl`` seconds (a delayed label may follow)."""
+
+    async def put_predictions(self, items: list[tuple[str, str, bytes]], ttl: float) -> None:
+        """Keep several ``(model, pid, blob)`` predictions in one round trip / transaction."""
+
+    async def get_prediction(self, name: str, pid: str) -> bytes | None:
+        """A kept prediction, or ``None``."""
+
+    async def acquire_writer(self, name: str, token: str, ttl: float) -> bool:
+        """Take (or extend) the model's writer lease for ``ttl`` seconds; ``False`` if another
+        process holds it. Only used when several processes write one model."""
+
+    async def release_writer(self, name: str, token: str) -> None:
+        """Give the lease back (only if ``token`` still holds it)."""

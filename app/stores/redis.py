@@ -1,0 +1,262 @@
+"""Production store: Redis (a Stream per model as its log, Lua for atomic appends).
+
+Keys (``{name}`` is a hash tag, so one model's keys share a Redis Cluster slot)::
+
+    chorus:models              SET of model names (listing only)
+    chorus:m:{name}:spec       the declared spec (JSON)
+    chorus:m:{name}:seq        last sequence number appended
+    chorus:m:{name}:log        STREAM, entry id "<seq>-0", field "r" = the record
+    chorus:m:{name}:snap       HASH {seq, blob}
+    chorus:m:{name}:ids        HASH idempotency key -> stored response
+    chorus:m:{name}:lease      writer lease (only with several writing processes)
+    chorus:m:{name}:p:<pid>    kept prediction (the record holds its expiry; the key lives TTL + max(TTL, 60 s))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import redis.asyncio as aioredis
+import redis.exceptions
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict
+
+# KEYS: spec, seq, log, ids. ARGV: expected_seq, n, then n x (record, key, response).
+# Everything is checked before the first write, so a refused append writes nothing.
+_APPEND = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-2, 0} end
+local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
+if cur ~= tonumber(ARGV[1]) then return {-1, cur} end
+local n = tonumber(ARGV[2])
+for i = 0, n - 1 do
+  local key = ARGV[4 + 3 * i]
+  if key ~= '' and redis.call('HEXISTS', KEYS[4], key) == 1 then return {-3, i} end
+end
+for i = 0, n - 1 do
+  cur = cur + 1
+  redis.call('XADD', KEYS[3], cur .. '-0', 'r', ARGV[3 + 3 * i])
+  local key = ARGV[4 + 3 * i]
+  if key ~= '' then redis.call('HSET', KEYS[4], key, ARGV[5 + 3 * i]) end
+end
+redis.call('SET', KEYS[2], cur)
+return {0, cur}
+"""
+
+# KEYS: spec, seq, snap. ARGV: seq, blob. A snapshot never replaces a newer one (-1).
+_SNAPSHOT = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
+local have = tonumber(redis.call('HGET', KEYS[3], 'seq') or '-1')
+if tonumber(ARGV[1]) < have then return -1 end
+redis.call('HSET', KEYS[3], 'seq', ARGV[1], 'blob', ARGV[2])
+local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
+if tonumber(ARGV[1]) > cur then redis.call('SET', KEYS[2], ARGV[1]) end
+return 0
+"""
+
+# KEYS: lease. ARGV: token.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+# KEYS: lease. ARGV: token, ttl ms. Take a free lease or extend our own.
+_ACQUIRE = """
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+# KEYS: spec first, then every other per-model key. ARGV: spec JSON.
+_CREATE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1
+"""
+
+_MODELS = "chorus:models"
+_PARTS = ("spec", "seq", "log", "snap", "ids", "lease")
+
+
+def _k(name: str, part: str) -> str:
+    return f"chorus:m:{{{name}}}:{part}"
+
+
+class RedisStore:
+    """A :class:`~app.stores.base.Store` on Redis (redis-py asyncio client).
+
+    redis-py's own retries are off: a failed call surfaces as ``ConnectionError`` (503 to the
+    client, nothing half-applied); the next call reconnects by itself once Redis is back.
+
+    Parameters
+    ----------
+    url
+        ``redis://host:port/db``.
+    timeout
+        Socket (and connect) timeout in seconds.
+    """
+
+    name = "redis"
+
+    def __init__(self, url: str, timeout: float = 2.0) -> None:
+        self.url = url
+        self.timeout = timeout
+        self._r: aioredis.Redis | None = None
+        self._append = None
+        self._snapshot = None
+        self._acquire = None
+        self._release = None
+        self._create = None
+
+    @property
+    def r(self) -> aioredis.Redis:
+        if self._r is None:
+            raise redis.exceptions.ConnectionError("store is closed")
+        return self._r
+
+    async def open(self, timeout: float = 30.0) -> None:
+        if self._r is not None:
+            await self._r.aclose()
+        self._r = aioredis.Redis.from_url(
+            self.url,
+            socket_timeout=self.timeout,
+            socket_connect_timeout=self.timeout,
+            retry=Retry(NoBackoff(), 0),
+            retry_on_timeout=False,
+            decode_responses=False,
+        )
+        self._append = self._r.register_script(_APPEND)
+        self._snapshot = self._r.register_script(_SNAPSHOT)
+        self._acquire = self._r.register_script(_ACQUIRE)
+        self._create = self._r.register_script(_CREATE)
+        self._release = self._r.register_script(_RELEASE)
+        deadline = time.monotonic() + timeout
+        delay = 0.05
+        while True:  # startup waits for PING, bounded
+            try:
+                await self._r.ping()
+                return
+            except (
+                redis.exceptions.ConnectionError,
+                redis.exceptions.TimeoutError,
+                redis.exceptions.BusyLoadingError,
+            ):
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    async def close(self) -> None:
+        if self._r is not None:
+            await self._r.aclose()
+            self._r = None
+
+    async def ping(self) -> bool:
+        try:
+            return bool(await self.r.ping())
+        except redis.exceptions.RedisError:
+            return False
+
+    async def create_model(self, name: str, spec: dict[str, Any]) -> bool:
+        keys = [_k(name, p) for p in _PARTS]
+        ok = await self._create(keys=keys, args=[json.dumps(spec)])
+        if ok:
+            await self.r.sadd(_MODELS, name)
+        return bool(ok)
+
+    async def get_model(self, name: str) -> dict[str, Any] | None:
+        raw = await self.r.get(_k(name, "spec"))
+        return json.loads(raw) if raw is not None else None
+
+    async def list_models(self) -> dict[str, dict[str, Any]]:
+        names = sorted(n.decode() for n in await self.r.smembers(_MODELS))
+        if not names:
+            return {}
+        specs = await self.r.mget([_k(n, "spec") for n in names])
+        return {n: json.loads(s) for n, s in zip(names, specs, strict=True) if s is not None}
+
+    async def delete_model(self, name: str) -> bool:
+        # one DEL: the spec and the log go together (a half-deleted model cannot be recreated
+        # on top of a stale log); kept predictions expire by themselves, but go now if we can
+        async with self.r.pipeline(transaction=True) as tx:  # MULTI/EXEC
+            tx.exists(_k(name, "spec"))
+            tx.delete(*[_k(name, p) for p in _PARTS])
+            existed, _ = await tx.execute()
+        await self.r.srem(_MODELS, name)
+        async for key in self.r.scan_iter(match=_k(name, "p:*"), count=1000):
+            await self.r.delete(key)
+        return bool(existed)
+
+    async def append(self, name: str, entries: list[Entry], expected_seq: int) -> int:
+        args: list[Any] = [expected_seq, len(entries)]
+        for e in entries:
+            args += [e.record, e.key or "", e.response or b"" if e.key else b""]
+        keys = [_k(name, "spec"), _k(name, "seq"), _k(name, "log"), _k(name, "ids")]
+        code, value = await self._append(keys=keys, args=args)
+        if code == 0:
+            return int(value)
+        if code == -1:
+            raise SeqConflict(int(value))
+        if code == -2:
+            raise ModelGone(name)
+        raise DuplicateKey(entries[int(value)].key or "")
+
+    async def read(self, name: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:
+        rows = await self.r.xrange(_k(name, "log"), min=f"{after_seq + 1}-0", max="+", count=limit)
+        return [(int(eid.split(b"-")[0]), fields[b"r"]) for eid, fields in rows]
+
+    async def last_seq(self, name: str) -> int:
+        raw = await self.r.get(_k(name, "seq"))
+        return int(raw) if raw is not None else 0
+
+    async def put_snapshot(self, name: str, seq: int, blob: bytes) -> None:
+        keys = [_k(name, "spec"), _k(name, "seq"), _k(name, "snap")]
+        if await self._snapshot(keys=keys, args=[seq, blob]) == -2:
+            raise ModelGone(name)
+
+    async def get_snapshot(self, name: str) -> tuple[int, bytes] | None:
+        seq, blob = await self.r.hmget(_k(name, "snap"), ["seq", "blob"])
+        if seq is None or blob is None:
+            return None
+        return int(seq), bytes(blob)
+
+    async def trim(self, name: str, upto_seq: int) -> None:
+        await self.r.xtrim(_k(name, "log"), minid=f"{upto_seq + 1}-0", approximate=False)
+
+    async def get_keys(self, name: str) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        async for k, v in self.r.hscan_iter(_k(name, "ids"), count=1000):
+            out[k.decode()] = bytes(v)
+        return out
+
+    async def forget_keys(self, name: str, keys: list[str]) -> None:
+        for i in range(0, len(keys), 1000):
+            await self.r.hdel(_k(name, "ids"), *keys[i : i + 1000])
+
+    async def put_prediction(self, name: str, pid: str, blob: bytes, ttl: float) -> None:
+        await self.put_predictions([(name, pid, blob)], ttl)
+
+    async def put_predictions(self, items: list[tuple[str, str, bytes]], ttl: float) -> None:
+        keep = ttl + max(ttl, 60.0)  # expired ones linger a while so they answer 410, not 404
+        px = max(1, int(1000 * keep))
+        async with self.r.pipeline(transaction=False) as pipe:
+            for name, pid, blob in items:
+                pipe.set(_k(name, f"p:{pid}"), blob, px=px)
+            await pipe.execute()
+
+    async def get_prediction(self, name: str, pid: str) -> bytes | None:
+        raw = await self.r.get(_k(name, f"p:{pid}"))
+        return bytes(raw) if raw is not None else None
+
+    async def acquire_writer(self, name: str, token: str, ttl: float) -> bool:
+        px = max(1, int(ttl * 1000))
+        return bool(await self._acquire(keys=[_k(name, "lease")], args=[token, px]))
+
+    async def release_writer(self, name: str, token: str) -> None:
+        await self._release(keys=[_k(name, "lease")], args=[token])

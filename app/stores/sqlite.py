@@ -1,0 +1,246 @@
+"""Embedded store: one SQLite file in WAL mode (the zero-set-up default)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS models (
+    name TEXT PRIMARY KEY, spec TEXT NOT NULL, last_seq INTEGER NOT NULL DEFAULT 0,
+    created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS log (
+    model TEXT NOT NULL, seq INTEGER NOT NULL, record BLOB NOT NULL,
+    PRIMARY KEY (model, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS snapshots (
+    model TEXT PRIMARY KEY, seq INTEGER NOT NULL, blob BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS idem (
+    model TEXT NOT NULL, key TEXT NOT NULL, response BLOB NOT NULL,
+    PRIMARY KEY (model, key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS predictions (
+    model TEXT NOT NULL, pid TEXT NOT NULL, blob BLOB NOT NULL, expires REAL NOT NULL,
+    PRIMARY KEY (model, pid)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS predictions_expires ON predictions (expires);
+CREATE TABLE IF NOT EXISTS leases (
+    model TEXT PRIMARY KEY, token TEXT NOT NULL, until REAL NOT NULL) WITHOUT ROWID;
+"""
+
+
+class SqliteStore:
+    """A :class:`~app.stores.base.Store` in one SQLite database file.
+
+    Every write is one transaction (``BEGIN IMMEDIATE``), so an append with its idempotency keys
+    either lands whole or not at all, also with several processes sharing the file.
+    Calls run directly on the event loop: they are local and take microseconds.
+
+    Parameters
+    ----------
+    path
+        Database file; its directory is created.
+    synchronous
+        ``PRAGMA synchronous``; ``NORMAL`` (default) survives a killed process, ``FULL`` also a
+        power cut.
+    """
+
+    name = "sqlite"
+
+    def __init__(self, path: str | Path, synchronous: str = "NORMAL") -> None:
+        self.path = Path(path)
+        self.synchronous = synchronous
+        self._db: sqlite3.Connection | None = None
+        self._puts = 0
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise sqlite3.OperationalError("store is closed")
+        return self._db
+
+    async def open(self, timeout: float = 0.0) -> None:
+        await self.close()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(f"PRAGMA synchronous={self.synchronous}")
+        db.executescript(_SCHEMA)
+        self._db = db
+
+    async def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    async def ping(self) -> bool:
+        try:
+            self.db.execute("SELECT 1").fetchone()
+            return True
+        except sqlite3.Error:
+            return False
+
+    def _tx(self):
+        return _Tx(self.db)
+
+    async def create_model(self, name: str, spec: dict[str, Any]) -> bool:
+        try:
+            with self._tx() as db:
+                db.execute(
+                    "INSERT INTO models (name, spec, created) VALUES (?, ?, ?)",
+                    (name, json.dumps(spec), time.time()),
+                )
+            return True
+        except sqlite3.IntegrityError:
+            return False
+
+    async def get_model(self, name: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT spec FROM models WHERE name = ?", (name,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    async def list_models(self) -> dict[str, dict[str, Any]]:
+        rows = self.db.execute("SELECT name, spec FROM models ORDER BY created, name").fetchall()
+        return {name: json.loads(spec) for name, spec in rows}
+
+    async def delete_model(self, name: str) -> bool:
+        with self._tx() as db:
+            n = db.execute("DELETE FROM models WHERE name = ?", (name,)).rowcount
+            for table in ("log", "snapshots", "idem", "predictions", "leases"):
+                db.execute(f"DELETE FROM {table} WHERE model = ?", (name,))  # noqa: S608
+        return n > 0
+
+    async def append(self, name: str, entries: list[Entry], expected_seq: int) -> int:
+        seq = expected_seq + len(entries)
+        with self._tx() as db:
+            # one statement checks both that the model exists and that the log did not move
+            moved = db.execute(
+                "UPDATE models SET last_seq = ? WHERE name = ? AND last_seq = ?",
+                (seq, name, expected_seq),
+            ).rowcount
+            if not moved:
+                row = db.execute("SELECT last_seq FROM models WHERE name = ?", (name,)).fetchone()
+                if row is None:
+                    raise ModelGone(name)
+                raise SeqConflict(row[0])
+            keyed = [(name, e.key, e.response or b"") for e in entries if e.key is not None]
+            if keyed:
+                added = db.executemany(
+                    "INSERT OR IGNORE INTO idem (model, key, response) VALUES (?, ?, ?)", keyed
+                ).rowcount
+                if added != len(keyed):  # some key was there already: find it, roll back
+                    for _, key, resp in keyed:
+                        row = db.execute(
+                            "SELECT response FROM idem WHERE model = ? AND key = ?", (name, key)
+                        ).fetchone()
+                        if row is not None and bytes(row[0]) != resp:
+                            raise DuplicateKey(key)
+                    raise DuplicateKey(keyed[0][1])
+            if len(entries) == 1:
+                db.execute(
+                    "INSERT INTO log (model, seq, record) VALUES (?, ?, ?)",
+                    (name, seq, entries[0].record),
+                )
+            else:
+                db.executemany(
+                    "INSERT INTO log (model, seq, record) VALUES (?, ?, ?)",
+                    [(name, expected_seq + i + 1, e.record) for i, e in enumerate(entries)],
+                )
+        return seq
+
+    async def read(self, name: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:
+        return self.db.execute(
+            "SELECT seq, record FROM log WHERE model = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (name, after_seq, limit),
+        ).fetchall()
+
+    async def last_seq(self, name: str) -> int:
+        row = self.db.execute("SELECT last_seq FROM models WHERE name = ?", (name,)).fetchone()
+        return row[0] if row else 0
+
+    async def put_snapshot(self, name: str, seq: int, blob: bytes) -> None:
+        with self._tx() as db:
+            if db.execute("SELECT 1 FROM models WHERE name = ?", (name,)).fetchone() is None:
+                raise ModelGone(name)
+            db.execute(
+                "INSERT INTO snapshots (model, seq, blob) VALUES (?, ?, ?) "
+                "ON CONFLICT (model) DO UPDATE SET seq = excluded.seq, blob = excluded.blob "
+                "WHERE excluded.seq >= snapshots.seq",  # never replace a newer snapshot
+                (name, seq, blob),
+            )
+            db.execute("UPDATE models SET last_seq = MAX(last_seq, ?) WHERE name = ?", (seq, name))
+
+    async def get_snapshot(self, name: str) -> tuple[int, bytes] | None:
+        row = self.db.execute("SELECT seq, blob FROM snapshots WHERE model = ?", (name,)).fetchone()
+        return (row[0], bytes(row[1])) if row else None
+
+    async def trim(self, name: str, upto_seq: int) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM log WHERE model = ? AND seq <= ?", (name, upto_seq))
+
+    async def get_keys(self, name: str) -> dict[str, bytes]:
+        rows = self.db.execute("SELECT key, response FROM idem WHERE model = ?", (name,))
+        return {k: bytes(r) for k, r in rows}
+
+    async def forget_keys(self, name: str, keys: list[str]) -> None:
+        with self._tx() as db:
+            db.executemany(
+                "DELETE FROM idem WHERE model = ? AND key = ?", [(name, k) for k in keys]
+            )
+
+    async def put_prediction(self, name: str, pid: str, blob: bytes, ttl: float) -> None:
+        await self.put_predictions([(name, pid, blob)], ttl)
+
+    async def put_predictions(self, items: list[tuple[str, str, bytes]], ttl: float) -> None:
+        now = time.time()
+        with self._tx() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO predictions (model, pid, blob, expires) VALUES (?, ?, ?, ?)",
+                [(name, pid, blob, now + ttl) for name, pid, blob in items],
+            )
+            before = self._puts
+            self._puts += len(items)
+            if self._puts // 1000 != before // 1000:  # expired ones linger max(TTL, 60 s): 410
+                db.execute("DELETE FROM predictions WHERE expires < ?", (now - max(ttl, 60.0),))
+
+    async def get_prediction(self, name: str, pid: str) -> bytes | None:
+        row = self.db.execute(
+            "SELECT blob FROM predictions WHERE model = ? AND pid = ?", (name, pid)
+        ).fetchone()
+        return bytes(row[0]) if row else None
+
+    async def acquire_writer(self, name: str, token: str, ttl: float) -> bool:
+        now = time.time()
+        with self._tx() as db:
+            row = db.execute("SELECT token, until FROM leases WHERE model = ?", (name,)).fetchone()
+            if row is not None and row[0] != token and row[1] > now:
+                return False
+            db.execute(
+                "INSERT OR REPLACE INTO leases (model, token, until) VALUES (?, ?, ?)",
+                (name, token, now + ttl),
+            )
+        return True
+
+    async def release_writer(self, name: str, token: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM leases WHERE model = ? AND token = ?", (name, token))
+
+
+class _Tx:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any exception)."""
+
+    __slots__ = ("db",)
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.db.execute("COMMIT")
+        else:
+            self.db.execute("ROLLBACK")

@@ -1,0 +1,200 @@
+"""The store protocol, one suite run against a real SQLite file and a real redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from app.stores import DuplicateKey, Entry, ModelGone, RedisStore, SeqConflict, SqliteStore
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def run(request, tmp_path):
+    """``run(fn)`` opens a fresh store, awaits ``fn(store)`` and closes it, in one event loop."""
+    if request.param == "sqlite":
+        make = lambda: SqliteStore(tmp_path / "s.db")  # noqa: E731
+    else:
+        url = request.getfixturevalue("clean_redis_url")
+        make = lambda: RedisStore(url, timeout=2)  # noqa: E731
+
+    def _run(fn):
+        async def main():
+            store = make()
+            await store.open(5)
+            try:
+                return await fn(store)
+            finally:
+                await store.close()
+
+        return asyncio.run(main())
+
+    _run.make = make
+    return _run
+
+
+SPEC = {"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 3, "seed": 1}
+
+
+def test_models_create_list_get_delete(run):
+    async def body(s):
+        assert await s.create_model("a", SPEC)
+        assert not await s.create_model("a", {**SPEC, "seed": 2})
+        assert await s.create_model("b.2_x-y", SPEC)
+        assert await s.get_model("a") == SPEC
+        assert await s.get_model("zz") is None
+        assert set(await s.list_models()) == {"a", "b.2_x-y"}
+        assert await s.delete_model("a")
+        assert not await s.delete_model("a")
+        assert set(await s.list_models()) == {"b.2_x-y"}
+
+    run(body)
+
+
+def test_append_read_in_order_with_conditional_seq(run):
+    async def body(s):
+        await s.create_model("m", SPEC)
+        assert await s.last_seq("m") == 0
+        assert await s.append("m", [Entry(b"r1"), Entry(b"r2")], 0) == 2
+        assert await s.append("m", [Entry(b"r3")], 2) == 3
+        with pytest.raises(SeqConflict) as err:
+            await s.append("m", [Entry(b"late")], 2)
+        assert err.value.current == 3
+        assert await s.read("m", 0) == [(1, b"r1"), (2, b"r2"), (3, b"r3")]
+        assert await s.read("m", 1, limit=1) == [(2, b"r2")]
+        assert await s.read("m", 3) == []
+        assert await s.last_seq("m") == 3
+
+    run(body)
+
+
+def test_idempotency_keys_land_atomically_with_the_log(run):
+    async def body(s):
+        await s.create_model("m", SPEC)
+        await s.append("m", [Entry(b"r1", "k1", b"resp1"), Entry(b"r2")], 0)
+        with pytest.raises(DuplicateKey) as err:
+            await s.append("m", [Entry(b"r3", "k2", b"x"), Entry(b"r4", "k1", b"y")], 2)
+        assert err.value.key == "k1"
+        # nothing of the refused batch was written: no r3, no k2
+        assert [seq for seq, _ in await s.read("m", 0)] == [1, 2]
+        assert await s.get_keys("m") == {"k1": b"resp1"}
+        assert await s.last_seq("m") == 2
+
+    run(body)
+
+
+def test_forget_keys(run):
+    async def body(s):
+        await s.create_model("m", SPEC)
+        await s.append("m", [Entry(b"r%d" % i, f"k{i}", b"v%d" % i) for i in range(5)], 0)
+        await s.forget_keys("m", ["k0", "k1", "nope"])
+        assert set(await s.get_keys("m")) == {"k2", "k3", "k4"}
+        assert await s.append("m", [Entry(b"again", "k0", b"w")], 5) == 6  # k0 usable again
+
+    run(body)
+
+
+def test_append_to_deleted_model_writes_nothing(run):
+    async def body(s):
+        with pytest.raises(ModelGone):
+            await s.append("ghost", [Entry(b"r")], 0)
+        assert await s.read("ghost", 0) == []
+        await s.create_model("m", SPEC)
+        await s.append("m", [Entry(b"r", "k", b"v")], 0)
+        await s.delete_model("m")
+        with pytest.raises(ModelGone):
+            await s.append("m", [Entry(b"r")], 1)
+        assert await s.create_model("m", SPEC)  # a new model of the same name starts empty
+        assert await s.read("m", 0) == [] and await s.get_keys("m") == {}
+        assert await s.get_snapshot("m") is None and await s.last_seq("m") == 0
+
+    run(body)
+
+
+def test_snapshot_and_trim(run):
+    async def body(s):
+        await s.create_model("m", SPEC)
+        assert await s.get_snapshot("m") is None
+        await s.append("m", [Entry(b"r%d" % i) for i in range(1, 6)], 0)
+        blob = bytes(range(256)) * 10
+        await s.put_snapshot("m", 3, blob)
+        await s.trim("m", 3)
+        assert await s.get_snapshot("m") == (3, blob)
+        assert await s.read("m", 0) == [(4, b"r4"), (5, b"r5")]
+        assert await s.last_seq("m") == 5
+        await s.put_snapshot("m", 5, b"newer")
+        assert await s.get_snapshot("m") == (5, b"newer")
+        await s.put_snapshot("m", 4, b"stale")  # another process, behind: ignored
+        assert await s.get_snapshot("m") == (5, b"newer")
+        with pytest.raises(ModelGone):
+            await s.put_snapshot("ghost", 1, b"x")
+
+    run(body)
+
+
+def test_snapshot_ahead_of_log_moves_the_sequence(run):
+    """With durability off the log stays empty; the snapshot's seq is the new tail."""
+
+    async def body(s):
+        await s.create_model("m", SPEC)
+        await s.put_snapshot("m", 7, b"s")
+        assert await s.last_seq("m") == 7
+        assert await s.append("m", [Entry(b"r8")], 7) == 8
+
+    run(body)
+
+
+def test_predictions_are_kept(run):
+    async def body(s):
+        await s.create_model("m", SPEC)
+        await s.put_prediction("m", "p1", b'{"x":1}', ttl=60)
+        assert await s.get_prediction("m", "p1") == b'{"x":1}'
+        assert await s.get_prediction("m", "nope") is None
+        await s.delete_model("m")
+        assert await s.get_prediction("m", "p1") is None
+
+    run(body)
+
+
+def test_two_clients_one_writer_wins(run):
+    """Two connections appending at the same expected seq: exactly one lands."""
+
+    async def body(s):
+        await s.create_model("m", SPEC)
+        other = run.make()
+        await other.open(5)
+        try:
+            results = await asyncio.gather(
+                s.append("m", [Entry(b"a")], 0),
+                other.append("m", [Entry(b"b")], 0),
+                return_exceptions=True,
+            )
+        finally:
+            await other.close()
+        assert sorted(type(r).__name__ for r in results) == ["SeqConflict", "int"]
+        assert len(await s.read("m", 0)) == 1
+
+    run(body)
+
+
+def test_writer_lease(run):
+    async def body(s):
+        await s.create_model("m", SPEC)
+        assert await s.acquire_writer("m", "a", 5)
+        assert await s.acquire_writer("m", "a", 5)  # extend our own
+        assert not await s.acquire_writer("m", "b", 5)
+        await s.release_writer("m", "b")  # not b's to release
+        assert not await s.acquire_writer("m", "b", 5)
+        await s.release_writer("m", "a")
+        assert await s.acquire_writer("m", "b", 0.05)
+        await asyncio.sleep(0.1)  # expired: free again
+        assert await s.acquire_writer("m", "a", 5)
+
+    run(body)
+
+
+def test_ping(run):
+    async def body(s):
+        assert await s.ping()
+
+    run(body)
