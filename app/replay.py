@@ -1,0 +1,620 @@
+"""Prequential replay of a file: predict each row, then learn it, in file order.
+
+The same loop drives two targets: a model held in this process (``--local``, built with
+``ensembles.build_model``) and a model on a Chorus server (through :class:`app.client.ChorusClient`).
+Given the same spec (seed included) and the same file they make the same predictions row by row,
+because the engine is deterministic (ARCHITECTURE §4).
+
+Every row sent to a server carries the idempotency key ``"<sha1 of the file, 12 hex>:<row>"``. A
+replay that was interrupted is continued with ``resume=True``: rows the server already learned come
+back as duplicates carrying their original prediction (so the final report still covers the whole
+file) and are never learned twice. Without ``resume`` a duplicate stops the replay with an error,
+so replaying the same file into the same model twice is never silent.
+
+Metrics follow river's prequential convention: a row is *scored* when the model made a prediction
+(an untrained model predicts ``None`` and is not scored). Accuracy, Cohen's kappa and windowed
+accuracy are river metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from river import metrics, utils
+
+from app.client import ChorusError
+from app.readers import Example, FileInfo, read_examples, scan
+
+__all__ = [
+    "ReplayError",
+    "ReplayReport",
+    "RowOutcome",
+    "Scoreboard",
+    "parse_spec",
+    "row_id",
+    "run_replay",
+]
+
+DEFAULT_SPEC = "bagging:hoeffding_tree:10"
+ENSEMBLES = ("bagging", "boosting", "single")
+
+
+class ReplayError(Exception):
+    """A replay that cannot start or continue; the message says why and what to do."""
+
+
+def parse_spec(text: str, *, seed: int | None = None) -> dict[str, Any]:
+    """Parse ``ensemble:learner[:n_models[:seed]]`` into an engine/HTTP spec.
+
+    Parameters
+    ----------
+    text
+        E.g. ``"bagging:hoeffding_tree:10"``, ``"boosting:naive_bayes:5:7"``,
+        ``"single:hoeffding_tree"``.
+    seed
+        Overrides the seed given in ``text`` (default 1).
+
+    Returns
+    -------
+    dict
+        ``{"ensemble", "learner", "n_models", "seed", "params"}``.
+
+    Examples
+    --------
+    >>> parse_spec("boosting:naive_bayes:5:7")
+    {'ensemble': 'boosting', 'learner': 'naive_bayes', 'n_models': 5, 'seed': 7, 'params': {}}
+    """
+    parts = text.split(":")
+    if parts and parts[0] == "single" and len(parts) >= 2 and parts[1] == "river":
+        parts = [parts[0], ":".join(parts[1:3]), *parts[3:]]  # single:river:mod.Class
+    elif len(parts) >= 3 and parts[1] == "river":
+        parts = [parts[0], f"river:{parts[2]}", *parts[3:]]
+    if len(parts) < 2 or len(parts) > 4 or not all(parts):
+        raise ReplayError(
+            f"bad model spec {text!r}: expected ensemble:learner[:n_models[:seed]], "
+            f"e.g. {DEFAULT_SPEC}"
+        )
+    ensemble, learner = parts[0], parts[1]
+    if ensemble not in ENSEMBLES:
+        raise ReplayError(
+            f"bad model spec {text!r}: ensemble must be one of {', '.join(ENSEMBLES)}"
+        )
+    try:
+        n_models = int(parts[2]) if len(parts) > 2 else (1 if ensemble == "single" else 10)
+        spec_seed = int(parts[3]) if len(parts) > 3 else 1
+    except ValueError:
+        raise ReplayError(f"bad model spec {text!r}: n_models and seed must be integers") from None
+    if n_models < 1:
+        raise ReplayError(f"bad model spec {text!r}: n_models must be >= 1")
+    return {
+        "ensemble": ensemble,
+        "learner": learner,
+        "n_models": n_models,
+        "seed": spec_seed if seed is None else seed,
+        "params": {},
+    }
+
+
+def row_id(sha1: str, row: int) -> str:
+    """The idempotency key of a file's row.
+
+    Examples
+    --------
+    >>> row_id("0123456789abcdef", 7)
+    '0123456789ab:7'
+    """
+    return f"{sha1[:12]}:{row}"
+
+
+def default_model_name(path: str | Path) -> str:
+    """A model name derived from a file name (``data/elec.arff.gz`` -> ``elec``).
+
+    Examples
+    --------
+    >>> default_model_name("data/elec.arff.gz")
+    'elec'
+    """
+    name = Path(path).name
+    for suffix in (".gz",):
+        name = name.removesuffix(suffix)
+    name = name.rsplit(".", 1)[0] if "." in name else name
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", name)[:64] or "replay"
+
+
+def argmax(proba: dict[Any, float]) -> Any:
+    """The most probable label; ties go to the label listed first; ``None`` when empty."""
+    best, best_p = None, -1.0
+    for label, p in proba.items():
+        if p > best_p:
+            best, best_p = label, p
+    return best
+
+
+# ------------------------------------------------------------------------------- scoring
+
+
+@dataclass(frozen=True)
+class RowOutcome:
+    """What happened to one row: the prediction made before learning it."""
+
+    row: int
+    y: Any
+    prediction: Any
+    probabilities: dict[Any, float]
+    duplicate: bool = False
+
+
+class Scoreboard:
+    """Prequential metrics (river): accuracy, Cohen's kappa, windowed accuracy, learning curve.
+
+    Parameters
+    ----------
+    window
+        Size of the windowed accuracy.
+    curve_every
+        Record a learning-curve point every this many examples.
+    """
+
+    def __init__(self, window: int = 1000, curve_every: int = 1) -> None:
+        self.window = window
+        self.curve_every = max(1, curve_every)
+        self.accuracy = metrics.Accuracy()
+        self.kappa = metrics.CohenKappa()
+        self.rolling = utils.Rolling(metrics.Accuracy, window_size=window)
+        self.n_examples = 0
+        self.n_scored = 0
+        self.n_duplicates = 0
+        self.last_row = 0
+        self.curve: list[tuple[int, float, float]] = []
+
+    def update(self, outcome: RowOutcome) -> None:
+        """Score one row (rows predicted ``None`` count as examples, not as scored)."""
+        self.n_examples += 1
+        self.last_row = outcome.row
+        self.n_duplicates += outcome.duplicate
+        if outcome.prediction is not None:
+            self.n_scored += 1
+            self.accuracy.update(outcome.y, outcome.prediction)
+            self.kappa.update(outcome.y, outcome.prediction)
+            self.rolling.update(outcome.y, outcome.prediction)
+        if self.n_examples % self.curve_every == 0 and self.n_scored:
+            self.curve.append((self.n_examples, self.accuracy.get(), self.rolling.get()))
+
+    def values(self) -> dict[str, float | None]:
+        """``accuracy``, ``kappa`` and ``window_accuracy`` (``None`` before anything was scored)."""
+        if not self.n_scored:
+            return {"accuracy": None, "kappa": None, "window_accuracy": None}
+        kappa = self.kappa.get()
+        return {
+            "accuracy": self.accuracy.get(),
+            "kappa": None if math.isnan(kappa) else kappa,
+            "window_accuracy": self.rolling.get(),
+        }
+
+
+# ------------------------------------------------------------------------------- targets
+
+
+class Target(Protocol):
+    """Where rows are predicted-then-learned."""
+
+    description: str
+
+    def prepare(self, info: FileInfo) -> None:
+        """Make the model ready (create/declare)."""
+
+    def step(self, batch: list[Example], ids: list[str]) -> list[RowOutcome]:
+        """Predict-then-learn ``batch`` in order."""
+
+    def n_seen(self) -> int:
+        """Examples the model has learned."""
+
+    def server_metrics(self) -> dict[str, Any] | None:
+        """The model's own metrics (server only)."""
+
+
+class LocalTarget:
+    """A model in this process, built by ``ensembles.build_model``."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        from ensembles import build_model  # the engine is only needed for local replays
+
+        try:
+            self.model = build_model(spec)
+        except ValueError as exc:
+            raise ReplayError(f"bad model spec: {exc}") from None
+        self.spec = spec
+        self.description = "local"
+
+    def prepare(self, info: FileInfo) -> None:
+        self.model.declare(features=info.features, classes=info.classes or None)
+
+    def step(self, batch: list[Example], ids: list[str]) -> list[RowOutcome]:
+        if len(batch) == 1:
+            ex = batch[0]
+            probas = [self.model.predict_learn_one(ex.x, ex.y)]
+        else:
+            probas = self.model.predict_learn_many([e.x for e in batch], [e.y for e in batch])
+        return [
+            RowOutcome(e.row, e.y, argmax(p), dict(p)) for e, p in zip(batch, probas, strict=True)
+        ]
+
+    def n_seen(self) -> int:
+        return int(self.model.n_seen)
+
+    def save(self, out: str | Path, info: FileInfo, name: str) -> int:
+        """Write the model as a snapshot file that ``chorus import`` loads into a store."""
+        from app import snapshot
+
+        spec = {**self.model.spec(), "features": info.features, "classes": info.classes or None}
+        meta = {"name": name, "seq": self.n_seen(), "spec": spec, "metrics": None}
+        blob = snapshot.encode(self.model.to_state(), meta)
+        Path(out).write_bytes(blob)
+        return len(blob)
+
+    def server_metrics(self) -> dict[str, Any] | None:
+        return None
+
+
+class ServerTarget:
+    """A model on a Chorus server."""
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        spec: dict[str, Any] | None,
+        *,
+        resume: bool,
+        path: str = "the file",
+    ) -> None:
+        self.client = client
+        self.path = path
+        self.name = name
+        self.spec = spec
+        self.resume = resume
+        self.description = f"{client.base_url} model {name}"
+
+    def prepare(self, info: FileInfo) -> None:
+        from app.client import Conflict, NotFound
+
+        try:
+            existing = self.client.get_model(self.name)
+        except NotFound:
+            existing = None
+        if existing is None:
+            spec = self.spec or parse_spec(DEFAULT_SPEC)
+            try:
+                created = self.client.create_model(
+                    self.name, **spec, features=info.features, classes=info.classes or None
+                )
+            except Conflict:  # created concurrently (or by a retried request): use it
+                created = self.client.get_model(self.name)
+            self.spec = created.spec
+            return
+        if self.spec is not None and not self.resume:
+            raise ReplayError(
+                f"model {self.name!r} already exists on {self.client.base_url}; "
+                "drop --create/--seed/--param to learn into it, pass --resume to continue an "
+                "interrupted replay, or choose another --model"
+            )
+        self.spec = existing.spec
+
+    def step(self, batch: list[Example], ids: list[str]) -> list[RowOutcome]:
+        from app.client import PayloadTooLarge
+
+        if len(batch) == 1:
+            ex = batch[0]
+            results = [self.client.learn(self.name, ex.x, ex.y, id=ids[0])]
+        else:
+            try:
+                results = self.client.learn_many(
+                    self.name, [(e.x, e.y) for e in batch], ids=ids
+                ).results
+            except PayloadTooLarge:  # over the server's batch/body limit; nothing was applied
+                half = len(batch) // 2
+                return self.step(batch[:half], ids[:half]) + self.step(batch[half:], ids[half:])
+        outcomes = []
+        for ex, r in zip(batch, results, strict=True):
+            if r.duplicate and not self.resume:
+                raise ReplayError(
+                    f"row {ex.row} of {self.path} was already learned by model {self.name!r} "
+                    "(an earlier replay of this file?); pass --resume to continue that replay "
+                    "without learning any row twice, or choose another --model"
+                )
+            outcomes.append(RowOutcome(ex.row, ex.y, r.prediction, r.probabilities, r.duplicate))
+        return outcomes
+
+    def n_seen(self) -> int:
+        return self.client.get_model(self.name).n_seen
+
+    def server_metrics(self) -> dict[str, Any] | None:
+        return asdict(self.client.metrics(self.name))
+
+
+# ------------------------------------------------------------------------------- the loop
+
+
+@dataclass
+class ReplayReport:
+    """The outcome of a replay (``to_json()`` is what ``--json`` prints).
+
+    ``elapsed_s`` and ``examples_per_s`` time the predict-then-learn loop (reading the file,
+    requests or engine calls, scoring); ``scan_s`` is the validation pass before it.
+    """
+
+    file: str
+    format: str
+    target: str
+    mode: str
+    model: str
+    spec: dict[str, Any] | None
+    rows: int = 0
+    examples: int = 0
+    unlabelled: int = 0
+    duplicates: int = 0
+    scored: int = 0
+    accuracy: float | None = None
+    kappa: float | None = None
+    window_accuracy: float | None = None
+    window: int = 1000
+    elapsed_s: float = 0.0
+    examples_per_s: float = 0.0
+    scan_s: float = 0.0
+    n_seen: int | None = None
+    server_metrics: dict[str, Any] | None = None
+    interrupted: bool = False
+    error: str | None = None
+    sha1: str = ""
+    curve: list[tuple[int, float, float]] = field(default_factory=list, repr=False)
+    outcomes: list[RowOutcome] | None = field(default=None, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (without the curve and per-row outcomes)."""
+        data = asdict(self)
+        data.pop("curve")
+        data.pop("outcomes")
+        return data
+
+
+ProgressHook = Callable[[Scoreboard, float], None]
+
+
+def run_replay(
+    path: str | Path,
+    *,
+    target: str | None = None,
+    categorical: tuple[str, ...] | list[str] = (),
+    fmt: str | None = None,
+    columns: list[str] | None = None,
+    spec: dict[str, Any] | None = None,
+    client: Any = None,
+    model: str | None = None,
+    batch: int = 1,
+    limit: int | None = None,
+    resume: bool = False,
+    window: int = 1000,
+    keep_outcomes: bool = False,
+    on_start: Callable[[FileInfo, int], None] | None = None,
+    on_progress: ProgressHook | None = None,
+    stop_after: int | None = None,
+    save: str | Path | None = None,
+) -> ReplayReport:
+    """Replay a file prequentially into a local model (``client=None``) or a server model.
+
+    Parameters
+    ----------
+    path
+        The stream (CSV, JSONL or ARFF, optionally ``.gz``).
+    target
+        Label column (default: the last column).
+    categorical
+        Columns forced categorical.
+    fmt
+        Force the file format.
+    columns
+        Column names of a CSV file without a header row.
+    spec
+        Model spec (see :func:`parse_spec`); default ``bagging:hoeffding_tree:10`` seed 1. With a
+        server, ``None`` means "use the existing model, or create the default one".
+    client
+        A :class:`app.client.ChorusClient`; ``None`` replays locally.
+    model
+        Model name on the server (default: derived from the file name).
+    batch
+        Rows per request / per ``predict_learn_many`` call.
+    limit
+        Replay only the first ``limit`` data rows.
+    resume
+        Continue an interrupted server replay (rows already learned are not learned again).
+    window
+        Size of the windowed accuracy.
+    keep_outcomes
+        Keep every row's prediction in ``report.outcomes``.
+    on_start, on_progress
+        Hooks for a progress display: ``on_start(info, n_examples)`` once,
+        ``on_progress(scoreboard, elapsed)`` after every batch.
+    stop_after
+        Stop (as if interrupted) after this many examples; for tests of ``resume``.
+    save
+        Local replays only: write the trained model to this snapshot file (``chorus import``).
+
+    Returns
+    -------
+    ReplayReport
+
+    Raises
+    ------
+    app.readers.ReaderError
+        The file is malformed (nothing was learned: the whole file is validated first).
+    ReplayError
+        The replay cannot start or continue.
+    """
+    if batch < 1:
+        raise ReplayError("--batch must be >= 1")
+    if limit is not None and limit < 1:
+        raise ReplayError("--limit must be >= 1")
+    scan_started = time.perf_counter()
+    info = scan(path, target=target, categorical=categorical, fmt=fmt, limit=limit, columns=columns)
+    scan_s = time.perf_counter() - scan_started
+    name = model or default_model_name(path)
+    if save is not None and client is not None:
+        raise ReplayError("--save works with --local; for a server model use `chorus export`")
+    if client is None:
+        if resume:
+            raise ReplayError("--resume needs --server: a local replay keeps no state between runs")
+        runner: Target = LocalTarget(spec or parse_spec(DEFAULT_SPEC))
+        mode = "local"
+    else:
+        runner = ServerTarget(client, name, spec, resume=resume, path=str(path))
+        mode = "server"
+    runner.prepare(info)
+
+    total = info.n_examples
+    board = Scoreboard(window=window, curve_every=max(1, total // 500))
+    report = ReplayReport(
+        file=str(path),
+        format=info.format,
+        target=info.target,
+        mode=mode,
+        model=name,
+        spec=getattr(runner, "spec", None),
+        rows=info.n_rows,
+        unlabelled=info.n_unlabelled,
+        window=window,
+        scan_s=scan_s,
+        sha1=info.sha1,
+        outcomes=[] if keep_outcomes else None,
+    )
+    if on_start is not None:
+        on_start(info, total)
+
+    started = time.perf_counter()
+    try:
+        for chunk in _batches(read_examples(info, limit=limit), batch):
+            if stop_after is not None and board.n_examples + len(chunk) > stop_after:
+                chunk = chunk[: stop_after - board.n_examples]
+                if chunk:
+                    _apply(runner, chunk, info, board, report)
+                report.interrupted = True
+                break
+            _apply(runner, chunk, info, board, report)
+            if on_progress is not None:
+                on_progress(board, time.perf_counter() - started)
+    except KeyboardInterrupt:
+        report.interrupted = True
+    except (ReplayError, ChorusError) as exc:
+        done = f" (rows before row {board.last_row + 1} were replayed)" if board.last_row else ""
+        report.error = f"{exc}{done}"
+    finally:
+        report.elapsed_s = time.perf_counter() - started
+    _finish(report, board, runner)
+    if save is not None and isinstance(runner, LocalTarget):
+        runner.save(save, info, name)
+    return report
+
+
+def _apply(
+    runner: Target, chunk: list[Example], info: FileInfo, board: Scoreboard, report: ReplayReport
+) -> None:
+    outcomes = runner.step(chunk, [row_id(info.sha1, e.row) for e in chunk])
+    for outcome in outcomes:
+        board.update(outcome)
+    if report.outcomes is not None:
+        report.outcomes.extend(outcomes)
+
+
+def _finish(report: ReplayReport, board: Scoreboard, runner: Target) -> None:
+    report.examples = board.n_examples
+    report.duplicates = board.n_duplicates
+    report.scored = board.n_scored
+    report.__dict__.update(board.values())
+    report.examples_per_s = board.n_examples / report.elapsed_s if report.elapsed_s > 0 else 0.0
+    report.curve = list(board.curve)
+    if board.n_scored and (not report.curve or report.curve[-1][0] != board.n_examples):
+        report.curve.append((board.n_examples, board.accuracy.get(), board.rolling.get()))
+    try:
+        report.n_seen = runner.n_seen()
+        report.server_metrics = runner.server_metrics()
+    except Exception as exc:  # the report is still worth printing
+        report.error = report.error or f"could not read the model's state: {exc}"
+
+
+def _batches(examples: Iterator[Example], size: int) -> Iterator[list[Example]]:
+    chunk: list[Example] = []
+    for ex in examples:
+        chunk.append(ex)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def plot_curve(report: ReplayReport, out: str | Path) -> Path:
+    """Write the learning curve (accuracy and windowed accuracy over examples) as a PNG.
+
+    Parameters
+    ----------
+    report
+        A finished replay.
+    out
+        The PNG path.
+
+    Returns
+    -------
+    Path
+        ``out``.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    try:
+        if report.curve:
+            xs = [p[0] for p in report.curve]
+            ax.plot(xs, [p[1] for p in report.curve], label="accuracy (cumulative)")
+            ax.plot(xs, [p[2] for p in report.curve], label=f"accuracy (last {report.window})")
+        ax.set_xlabel("examples")
+        ax.set_ylabel("accuracy")
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right")
+        spec = report.spec or {}
+        ax.set_title(
+            f"{Path(report.file).name} — {spec.get('ensemble', '?')}:{spec.get('learner', '?')}"
+            f":{spec.get('n_models', '?')} ({report.mode})"
+        )
+        fig.tight_layout()
+        out = Path(out)
+        fig.savefig(out)
+    finally:
+        plt.close(fig)
+    return out
+
+
+def write_outcomes(report: ReplayReport, out: str | Path) -> None:
+    """Write per-row outcomes as JSON Lines (``row``, ``label``, ``prediction``, ``duplicate``)."""
+    with Path(out).open("w", encoding="utf-8") as fh:
+        for o in report.outcomes or []:
+            fh.write(
+                json.dumps(
+                    {
+                        "row": o.row,
+                        "label": o.y,
+                        "prediction": o.prediction,
+                        "probabilities": o.probabilities,
+                        "duplicate": o.duplicate,
+                    }
+                )
+                + "\n"
+            )

@@ -1,0 +1,310 @@
+"""The ``chorus`` CLI: help everywhere, one-line errors naming file and row, models/learn/predict
+against a live server, replay reports (table, JSON, plot) and export/import."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer.main
+from _live_server import live_server
+from typer.testing import CliRunner
+
+from app.cli import app
+
+runner = CliRunner()
+
+
+def run(*args, ok=True):
+    result = runner.invoke(app, [str(a) for a in args])
+    if ok:
+        assert result.exit_code == 0, result.output
+    return result
+
+
+def all_commands():
+    def walk(cmd, path):
+        yield path
+        for name, sub in getattr(cmd, "commands", {}).items():
+            yield from walk(sub, [*path, name])
+
+    return list(walk(typer.main.get_command(app), []))
+
+
+@pytest.mark.parametrize("path", all_commands(), ids=lambda p: " ".join(p) or "chorus")
+def test_help_on_every_command(path):
+    result = run(*path, "--help")
+    assert "Usage:" in result.output and "--help" in result.output
+
+
+def test_expected_commands_exist():
+    names = {" ".join(p) for p in all_commands()}
+    for expected in (
+        "serve", "replay", "predict", "learn", "export", "import", "warmup",
+        "models create", "models list", "models show", "models delete",
+    ):  # fmt: skip
+        assert expected in names
+
+
+# ---------------------------------------------------------------- bad files: one clear line
+
+
+def bad_files(tmp_path):
+    (tmp_path / "missing.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "ragged.csv").write_text("a,b,y\n1,2,p\n3,4,q\n5,6\n")
+    (tmp_path / "latin.csv").write_bytes("a,y\n1,p\n2,caf\xe9\n".encode("latin-1"))
+    (tmp_path / "empty.csv").write_text("")
+    return {
+        "missing.csv": "missing.csv: line 1: target column 'y' not found",
+        "ragged.csv": "ragged.csv: row 3 (line 4): expected 3 fields",
+        "latin.csv": "latin.csv: row 2 (line 3): invalid UTF-8 byte 0xe9",
+        "empty.csv": "empty.csv: file is empty",
+    }
+
+
+@pytest.mark.parametrize("name", ["missing.csv", "ragged.csv", "latin.csv", "empty.csv"])
+def test_bad_file_is_one_error_line_with_file_and_row(tmp_path, name):
+    expected = bad_files(tmp_path)[name]
+    result = run("replay", tmp_path / name, "--target", "y", "--local", ok=False)
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and expected in lines[0]
+    assert str(tmp_path / name) in lines[0]
+    assert result.stdout == ""
+
+
+def test_usage_errors_exit_2(tmp_path):
+    assert run("replay", tmp_path / "x.csv", "--create", "bagging", ok=False).exit_code == 2
+    assert run("replay", tmp_path / "x.csv", "--batch", "0", ok=False).exit_code == 2
+    result = run("predict", "m1", "oops", "--server", "http://127.0.0.1:9", ok=False)
+    assert result.exit_code == 2 and "NAME=VALUE" in result.stderr
+
+
+def test_unreachable_server_is_one_line(tmp_path):
+    result = run("models", "list", "--server", "http://127.0.0.1:9", ok=False)
+    assert result.exit_code == 1
+    assert result.stderr.count("\n") == 1 and "cannot reach the server" in result.stderr
+
+
+# ---------------------------------------------------------------- against a live server
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with live_server(tmp_path_factory.mktemp("store")) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def csv_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "weather.csv"
+    lines = ["temp,outlook,play"]
+    for i in range(300):
+        temp = 10 + (i * 7) % 25
+        outlook = ["sunny", "rain", "overcast"][i % 3]
+        play = "yes" if (temp < 28 and outlook != "rain") else "no"
+        lines.append(f"{temp},{outlook},{play}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_models_create_list_show_delete(server):
+    run("models", "create", "m1", "--spec", "boosting:naive_bayes:3", "--seed", "5",
+        "--feature", "temp=numeric", "--classes", "yes,no", "--server", server)  # fmt: skip
+    listed = json.loads(run("models", "list", "--json", "--server", server).stdout)
+    (m,) = [m for m in listed["models"] if m["name"] == "m1"]
+    assert m["spec"]["ensemble"] == "boosting" and m["spec"]["seed"] == 5
+    assert "m1" in run("models", "list", "--server", server).stdout
+    shown = run("models", "show", "m1", "--server", server).stdout
+    assert "boosting:naive_bayes:3 seed 5" in shown
+    dup = run("models", "create", "m1", "--server", server, ok=False)
+    assert dup.exit_code == 1 and "already exists" in dup.stderr and "409" in dup.stderr
+    run("models", "delete", "m1", "--yes", "--server", server)
+    gone = run("models", "show", "m1", "--server", server, ok=False)
+    assert gone.exit_code == 1 and "not found" in gone.stderr
+
+
+def test_learn_predict_and_delayed_label(server):
+    run("models", "create", "m2", "--spec", "single:naive_bayes", "--server", server)
+    first = json.loads(
+        run(
+            "learn",
+            "m2",
+            "yes",
+            "temp=20",
+            "outlook=sunny",
+            "--id",
+            "k1",
+            "--json",
+            "--server",
+            server,
+        ).stdout  # fmt: skip
+    )
+    assert first["prediction"] is None and first["duplicate"] is False
+    again = json.loads(
+        run(
+            "learn",
+            "m2",
+            "yes",
+            "temp=20",
+            "outlook=sunny",
+            "--id",
+            "k1",
+            "--json",
+            "--server",
+            server,
+        ).stdout  # fmt: skip
+    )
+    assert again["duplicate"] is True and again["seq"] == first["seq"]
+    p = json.loads(
+        run("predict", "m2", "temp=21", "outlook=sunny", "--json", "--server", server).stdout
+    )
+    assert p["prediction"] == "yes" and p["prediction_id"]
+    out = run("learn", "m2", "no", "--prediction-id", p["prediction_id"], "--server", server).stdout
+    assert "predicted 'yes' before learning 'no'" in out
+    shown = json.loads(run("models", "show", "m2", "--json", "--server", server).stdout)
+    assert shown["n_seen"] == 2 and shown["metrics"]["n_scored"] == 1
+
+
+def test_replay_local_and_server_reports_agree(server, csv_file, tmp_path):
+    plot = tmp_path / "curve.png"
+    local = json.loads(
+        run(
+            "replay",
+            csv_file,
+            "--local",
+            "--create",
+            "bagging:hoeffding_tree:3",
+            "--json",
+            "--plot",
+            plot,
+        ).stdout  # fmt: skip
+    )
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    remote = json.loads(
+        run(
+            "replay",
+            csv_file,
+            "--server",
+            server,
+            "--model",
+            "weather",
+            "--create",
+            "bagging:hoeffding_tree:3",
+            "--batch",
+            "20",
+            "--json",
+        ).stdout  # fmt: skip
+    )
+    assert local["examples"] == remote["examples"] == 300 == remote["n_seen"]
+    for key in ("accuracy", "kappa", "window_accuracy", "scored"):
+        assert local[key] == remote[key], key
+    assert local["accuracy"] > 0.6
+
+
+def test_replay_table_report_and_predictions_file(csv_file, tmp_path):
+    preds = tmp_path / "p.jsonl"
+    out = run("replay", csv_file, "--limit", "120", "--predictions", preds).stdout
+    for word in ("examples", "120", "accuracy", "kappa", "window accuracy", "elapsed",
+                 "examples/s"):  # fmt: skip
+        assert word in out
+    rows = [json.loads(line) for line in preds.read_text().splitlines()]
+    assert [r["row"] for r in rows] == list(range(1, 121)) and rows[0]["prediction"] is None
+
+
+def test_export_then_import_gives_the_same_model(csv_file, tmp_path):
+    store = tmp_path / "store"
+    snap = tmp_path / "model.chorus"
+    with live_server(store) as url:
+        run("replay", csv_file, "--server", url, "--model", "w", "--limit", "150", "--json")
+        before = json.loads(run("predict", "w", "temp=25", "outlook=sunny", "--json",
+                                "--server", url).stdout)  # fmt: skip
+        run("export", "w", snap, "--data-dir", store)
+        run("import", snap, "--name", "w2", "--data-dir", store)
+        after = json.loads(run("predict", "w2", "temp=25", "outlook=sunny", "--json",
+                               "--server", url).stdout)  # fmt: skip
+        assert after["probabilities"] == before["probabilities"]
+        shown = json.loads(run("models", "show", "w2", "--json", "--server", url).stdout)
+        assert shown["n_seen"] == 150
+        # the copy keeps learning from the imported state (it has no idempotency keys)
+        run("replay", csv_file, "--server", url, "--model", "w2", "--json")
+        assert (
+            json.loads(run("models", "show", "w2", "--json", "--server", url).stdout)["n_seen"]
+            == 450
+        )
+    taken = run("import", snap, "--name", "w2", "--data-dir", store, ok=False)
+    assert taken.exit_code == 1 and "already exists" in taken.stderr
+    corrupt = tmp_path / "corrupt.chorus"
+    blob = bytearray(snap.read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    corrupt.write_bytes(bytes(blob))
+    bad = run("import", corrupt, "--name", "w3", "--data-dir", store, ok=False)
+    assert bad.exit_code == 1 and "not a valid Chorus snapshot" in bad.stderr
+
+
+def test_local_save_then_import(csv_file, tmp_path):
+    snap = tmp_path / "local.chorus"
+    store = tmp_path / "store"
+    run("replay", csv_file, "--local", "--save", snap, "--limit", "100", "--json")
+    run("import", snap, "--name", "fromfile", "--data-dir", store)
+    with live_server(store) as url:
+        shown = json.loads(run("models", "show", "fromfile", "--json", "--server", url).stdout)
+    assert shown["n_seen"] == 100 and shown["spec"]["features"] == {
+        "temp": "numeric",
+        "outlook": "categorical",
+    }
+
+
+def test_ctrl_c_prints_a_resume_command_that_finishes_the_replay(server, csv_file, monkeypatch):
+    import shlex
+
+    import app.replay as replay_mod
+
+    real_apply, calls = replay_mod._apply, []
+
+    def interrupted_apply(*args):
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt  # Ctrl-C while the 4th batch is being sent
+        return real_apply(*args)
+
+    monkeypatch.setattr(replay_mod, "_apply", interrupted_apply)
+    args = ("replay", csv_file, "--server", server, "--model", "ctrlc", "--batch", "25")
+    result = run(*args, ok=False)
+    assert result.exit_code == 130 and "(interrupted)" in result.stdout
+    hint = result.stderr.strip().splitlines()[-1]
+    assert hint.startswith("interrupted; continue with: chorus replay")
+    monkeypatch.setattr(replay_mod, "_apply", real_apply)
+    command = shlex.split(hint.split("continue with: ", 1)[1])
+    resumed = json.loads(run(*command[1:], "--json").stdout)
+    assert resumed["duplicates"] == 75 and resumed["n_seen"] == 300 == resumed["examples"]
+
+
+def test_export_import_with_the_redis_store(csv_file, tmp_path, clean_redis_url):
+    snap = tmp_path / "r.chorus"
+    with live_server(tmp_path, redis_url=clean_redis_url) as url:
+        run("replay", csv_file, "--server", url, "--model", "r1", "--limit", "80", "--json")
+        run("export", "r1", snap, "--redis-url", clean_redis_url)
+        run("import", snap, "--name", "r2", "--redis-url", clean_redis_url)
+        probas = [
+            json.loads(
+                run("predict", m, "temp=25", "outlook=rain", "--json", "--server", url).stdout
+            )["probabilities"]
+            for m in ("r1", "r2")
+        ]
+        assert probas[0] == probas[1] and probas[0]
+        assert (
+            json.loads(run("models", "show", "r2", "--json", "--server", url).stdout)["n_seen"]
+            == 80
+        )
+
+
+def test_label_json_keeps_the_label_type(server):
+    run("models", "create", "typed", "--spec", "single:naive_bayes", "--server", server)
+    run("learn", "typed", "1", "a=1", "--label-json", "--server", server)
+    run("learn", "typed", "1", "a=1", "--server", server)  # the string "1": another class
+    shown = json.loads(run("models", "show", "typed", "--json", "--server", server).stdout)
+    assert shown["classes"] == [1, "1"]
+    bad = run("learn", "typed", "{oops", "--label-json", "--server", server, ok=False)
+    assert bad.exit_code == 2 and "not valid JSON" in bad.stderr

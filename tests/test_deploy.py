@@ -1,0 +1,192 @@
+"""Deploy files: docker-compose.yml and Dockerfile structure, and that their commands are real.
+
+No Docker engine runs here, so the files are parsed and checked against the CLI and the routes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import typer.main
+import yaml
+
+from app.cli import app as cli_app
+
+ROOT = Path(__file__).resolve().parents[1]
+# typer vendors its own click: find its UsageError through a public subclass
+UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+
+@pytest.fixture(scope="module")
+def compose():
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+@pytest.fixture(scope="module")
+def dockerfile():
+    """Dockerfile instructions as (KEYWORD, argument) with line continuations joined."""
+    text = (ROOT / "Dockerfile").read_text()
+    text = re.sub(r"\\\n", " ", text)
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            keyword, _, arg = line.partition(" ")
+            out.append((keyword.upper(), arg.strip()))
+    return out
+
+
+def cli_args(command: list[str]) -> list[str]:
+    """Check a ``chorus ...`` command parses with the real CLI; return its arguments."""
+    assert command[0] == "chorus", command
+    group = typer.main.get_command(cli_app)
+    ctx = group.make_context("chorus", list(command[1:]), resilient_parsing=False)
+    cmd, ctx_args = group, command[1:]
+    while hasattr(cmd, "resolve_command"):  # a group: descend to the subcommand
+        name, sub, ctx_args = cmd.resolve_command(ctx, list(ctx_args))
+        ctx = sub.make_context(name, list(ctx_args), parent=ctx)  # raises on a bad option
+        cmd = sub
+    return command[1:]
+
+
+def exec_form(arg: str) -> list[str]:
+    return json.loads(arg) if arg.startswith("[") else shlex.split(arg)
+
+
+def option(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+# ----------------------------------------------------------------------- compose
+
+
+def test_compose_redis_is_durable_on_a_named_volume(compose):
+    redis = compose["services"]["redis"]
+    cmd = redis["command"]
+    cmd = cmd if isinstance(cmd, list) else shlex.split(cmd)
+    assert cmd[0] == "redis-server"
+    assert option(cmd, "--appendonly") == "yes"
+    assert option(cmd, "--appendfsync") in ("everysec", "always")
+    (mount,) = redis["volumes"]
+    volume, _, target = mount.partition(":")
+    assert target == "/data" and volume in compose["volumes"]  # a named volume, not a bind mount
+    assert redis["healthcheck"]["test"][-2:] == ["redis-cli", "ping"]
+
+
+def test_compose_chorus_waits_for_a_healthy_redis_and_points_at_it(compose):
+    chorus = compose["services"]["chorus"]
+    assert chorus["depends_on"]["redis"]["condition"] == "service_healthy"
+    url = chorus["environment"]["CHORUS_REDIS_URL"]
+    assert re.fullmatch(r"redis://redis:6379(/\d+)?", url)
+    assert chorus["build"] in (".", {"context": "."})
+    (port,) = chorus["ports"]
+    assert port.split(":")[-1] == "8000"
+    test = chorus["healthcheck"]["test"]
+    assert test[0] == "CMD" and any("/healthz" in part for part in test)
+    assert "127.0.0.1:8000" in " ".join(test)
+    for key in chorus["environment"]:
+        assert key.startswith("CHORUS_")
+
+
+def test_environment_names_are_real_settings(compose, dockerfile):
+    from app.settings import Settings
+
+    fields = {f"CHORUS_{name.upper()}" for name in Settings.model_fields}
+    assert set(compose["services"]["chorus"]["environment"]) <= fields
+    env = " ".join(arg for k, arg in dockerfile if k == "ENV")
+    assert set(re.findall(r"\b(CHORUS_\w+)=", env)) <= fields
+    assert "CHORUS_DATA_DIR=/data" in env and ("VOLUME", '["/data"]') in dockerfile
+
+
+# ----------------------------------------------------------------------- Dockerfile
+
+
+def test_dockerfile_base_user_and_numba_cache(dockerfile):
+    keywords = [k for k, _ in dockerfile]
+    assert dockerfile[0] == ("FROM", "python:3.11-slim")
+    users = [arg for k, arg in dockerfile if k == "USER"]
+    assert users and users[-1] not in ("root", "0")
+    env = " ".join(arg for k, arg in dockerfile if k == "ENV")
+    assert "NUMBA_CACHE_DIR=" in env
+    # the kernels are compiled after switching to the runtime user (so it owns the cache)
+    runs = [i for i, (k, arg) in enumerate(dockerfile) if k == "RUN" and "chorus warmup" in arg]
+    assert runs and runs[0] > keywords.index("USER")
+    cli_args(["chorus", "warmup"])
+
+
+def test_dockerfile_cmd_and_healthcheck_match_the_cli_and_routes(dockerfile, tmp_path):
+    from app.main import create_app
+    from app.settings import Settings
+
+    cmd = exec_form(next(arg for k, arg in dockerfile if k == "CMD"))
+    args = cli_args(cmd)
+    assert args[0] == "serve" and option(args, "--host") == "0.0.0.0"
+    port = option(args, "--port")
+    assert ("EXPOSE", port) in dockerfile
+    health = next(arg for k, arg in dockerfile if k == "HEALTHCHECK")
+    assert f"127.0.0.1:{port}/healthz" in health and "CMD" in health
+    service = create_app(Settings(data_dir=tmp_path))
+    assert "/healthz" in service.openapi()["paths"]
+
+
+def test_dockerfile_copies_every_package(dockerfile):
+    copied = " ".join(arg for k, arg in dockerfile if k == "COPY")
+    for package in ("learners", "ensembles", "app", "pyproject.toml"):
+        assert package in copied
+
+
+def test_cli_args_rejects_unknown_options():
+    with pytest.raises(UsageError):
+        cli_args(["chorus", "serve", "--no-such-option"])
+    with pytest.raises(UsageError, match="no-such-command"):
+        cli_args(["chorus", "no-such-command"])
+    with pytest.raises(UsageError):
+        cli_args(["chorus", "replay"])  # FILE is required
+
+
+# ----------------------------------------------------------------------- README
+
+
+def readme_commands() -> list[list[str]]:
+    readme = ROOT / "README.md"
+    if not readme.exists():
+        return []
+    commands = []
+    blocks, current, lang = [], None, ""
+    for line in readme.read_text().splitlines():  # fenced blocks, opening and closing fences paired
+        if line.startswith("```"):
+            if current is None:
+                current, lang = [], line[3:].strip()
+            else:
+                if lang in ("", "bash", "sh", "console", "shell"):
+                    blocks.append("\n".join(current) + "\n")
+                current = None
+        elif current is not None:
+            current.append(line)
+    for block in blocks:
+        for line in re.sub(r"\\\n", " ", block).splitlines():
+            lexer = shlex.shlex(
+                line.strip().removeprefix("$ "), posix=True, punctuation_chars=";&|"
+            )
+            lexer.whitespace_split = True
+            words: list[str] = []
+            for token in [*lexer, ";"]:  # split at &&, ;, | (shell operators outside quotes)
+                if token and set(token) <= set(";&|"):
+                    if words[:1] == ["chorus"]:
+                        commands.append(words)
+                    words = []
+                else:
+                    words.append(token)
+    return commands
+
+
+@pytest.mark.skipif(not (ROOT / "README.md").exists(), reason="README.md not written yet")
+def test_readme_chorus_commands_parse_and_include_serve():
+    commands = readme_commands()
+    assert any(c[1:2] == ["serve"] for c in commands), "README shows no `chorus serve`"
+    for command in commands:
+        cli_args(command)
