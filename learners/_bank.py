@@ -243,9 +243,9 @@ class TreeBank:
             "nb_ok": (slice(None), slice(0, L)), "free": (slice(None), slice(0, L)),
         }  # fmt: skip
         out = {}
-        for name in TreeState._fields:
+        for name in TreeState._fields:  # copies: the model goes on learning in place
             a = getattr(T, name)
-            out[prefix + name] = np.ascontiguousarray(a[cut[name]] if name in cut else a)
+            out[prefix + name] = np.array(a[cut[name]] if name in cut else a, copy=True)
         return out
 
     def load_arrays(self, arrays: dict[str, np.ndarray], prefix: str = "tree.") -> None:

@@ -723,10 +723,11 @@ def attempt_split(T, P, m, node, n_classes, code_attr):
             return
         left = new_leaf(T, m, depth + 1, 0)
         right = new_leaf(T, m, depth + 1, 1)
-        for k in range(n_classes):
+        for k in range(n_classes):  # both children from the feature's observer, as MOA
             b = lhs[k]
+            rest = T.num[m, s, battr, k, W] - b
             T.dist[m, left, k] = b
-            T.dist[m, right, k] = d[k] - b if d[k] - b > 0.0 else 0.0
+            T.dist[m, right, k] = rest if rest > 0.0 else 0.0
         T.child[m, node] = left
         T.sibling[m, left] = right
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import math
 
+import numpy as np
 import pytest
 from river import tree
 from streams import mixed_stream
@@ -195,3 +196,17 @@ def test_rejected_input_leaves_no_trace(name):
     assert a.to_state()["header"] == b.to_state()["header"]
     for x, y in stream(100, seed=3):
         assert a.predict_learn_one(x, y) == b.predict_learn_one(x, y)
+
+
+@pytest.mark.parametrize("name", STATEFUL)
+def test_state_is_a_snapshot_not_a_view(name):
+    model = MODELS[name]()
+    data = stream(300)
+    for x, y in data[:150]:
+        model.learn_one(x, y)
+    state = model.to_state()
+    frozen = {k: v.copy() for k, v in state["arrays"].items()}
+    for x, y in data[150:]:
+        model.learn_one(x, y)
+    for k, v in state["arrays"].items():
+        assert np.array_equal(v, frozen[k]), k
