@@ -13,7 +13,7 @@ then measures with ``wrk`` (16 connections, rotating request bodies):
 
 Usage::
 
-    python benchmarks/http.py [--store sqlite|redis] [--duration 10] [--warm 20000]
+    python benchmarks/http_load.py [--store sqlite|redis] [--duration 10] [--warm 20000]
                               [--connections 16] [--repeats 3] [--no-chantilly] [--json out.json]
 
 The stream is river's ``Agrawal(classification_function=2, seed=7, perturbation=0.05)``, as in
@@ -38,11 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-# run as a script, this file's directory comes first on sys.path and "http.py" would shadow the
-# standard library's http package (which httpx imports): drop it before importing httpx
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-import httpx  # noqa: E402
+import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 WRK_THREADS = 1  # one wrk thread is plenty for one uvicorn worker and leaves it a core
