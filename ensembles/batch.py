@@ -35,21 +35,36 @@ class _BatchEnsemble:
             for i in rows:
                 member.learn_one(X[i], y[i], w=float(counts[i]))
 
-    def predict_proba_one(self, x: Features) -> dict[Label, float]:
-        votes: dict[Label, float] = {}
-        total = 0.0
+    @staticmethod
+    def _member_labels(member: Any, X: list[Features]) -> list:
+        if hasattr(member, "predict_many"):  # one compiled call for native learners
+            return list(member.predict_many(X))
+        return [member.predict_one(x) for x in X]
+
+    def predict_proba_many(self, X: list[Features]) -> list[dict[Label, float]]:
+        """Weighted vote of the members' labels, one dict per row (``{}`` if nobody votes)."""
+        X = list(X)
+        votes: list[dict[Label, float]] = [{} for _ in X]
         for member, w in zip(self._members, self._weights, strict=True):
-            label = member.predict_one(x)
-            if label is not None and w > 0:
-                votes[label] = votes.get(label, 0.0) + w
-                total += w
-        return {k: v / total for k, v in votes.items()} if total > 0 else {}
+            if w <= 0:
+                continue
+            for row, label in zip(votes, self._member_labels(member, X), strict=True):
+                if label is not None:
+                    row[label] = row.get(label, 0.0) + w
+        out = []
+        for row in votes:
+            total = sum(row.values())
+            out.append({k: v / total for k, v in row.items()} if total > 0 else {})
+        return out
+
+    def predict_proba_one(self, x: Features) -> dict[Label, float]:
+        return self.predict_proba_many([x])[0]
 
     def predict_one(self, x: Features) -> Label | None:
         return argmax_label(self.predict_proba_one(x))
 
     def predict_many(self, X: list[Features]) -> list:
-        return [self.predict_one(x) for x in X]
+        return [argmax_label(p) for p in self.predict_proba_many(X)]
 
 
 class BatchBagging(_BatchEnsemble):
@@ -107,7 +122,8 @@ class AdaBoost(_BatchEnsemble):
         for m in range(self.n_models):
             member = self.learner.clone()
             self._fit_member(member, X, y, resample_counts(D, N, self.seed, m, _TAG))
-            correct = np.array([member.predict_one(x) == t for x, t in zip(X, y, strict=True)])
+            labels = self._member_labels(member, X)
+            correct = np.array([p == t for p, t in zip(labels, y, strict=True)])
             eps = float(D[~correct].sum())
             if eps > 0.5:
                 break

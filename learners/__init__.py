@@ -4,12 +4,14 @@
 """
 
 from .base import Learner, argmax_label
+from .exact_tree import ExactTree
 from .native import DecisionStump, HoeffdingTree, NaiveBayes, NativeLearner
 from .river_adapter import RiverLearner
 from .schema import FeatureTypeError, LabelError, Schema
 
 __all__ = [
     "DecisionStump",
+    "ExactTree",
     "FeatureTypeError",
     "HoeffdingTree",
     "LabelError",

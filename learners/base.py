@@ -37,3 +37,31 @@ def argmax_label(proba: dict[Label, float]) -> Label | None:
         if p > best_p:
             best, best_p = label, p
     return best
+
+
+class BatchMixin:
+    """Batch and prequential forms of the model API, for learners that only implement the
+    per-example methods (their natural form). Native learners have compiled versions instead."""
+
+    def learn_many(self, X: list[Features], y: list, w: list[float] | None = None) -> None:
+        weights = [1.0] * len(X) if w is None else list(w)
+        for x, yy, ww in zip(X, y, weights, strict=True):
+            self.learn_one(x, yy, w=ww)  # type: ignore[attr-defined]
+
+    def predict_proba_many(self, X: list[Features]) -> list[dict[Label, float]]:
+        return [self.predict_proba_one(x) for x in X]  # type: ignore[attr-defined]
+
+    def predict_many(self, X: list[Features]) -> list:
+        return [argmax_label(p) for p in self.predict_proba_many(X)]
+
+    def predict_learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> dict[Label, float]:
+        """Predict, then learn (prequential); returns the prediction made before learning."""
+        p = self.predict_proba_one(x)  # type: ignore[attr-defined]
+        self.learn_one(x, y, w=w)  # type: ignore[attr-defined]
+        return p
+
+    def predict_learn_many(self, X: list[Features], y: list, w: list[float] | None = None):
+        weights = [1.0] * len(X) if w is None else list(w)
+        return [
+            self.predict_learn_one(x, yy, w=ww) for x, yy, ww in zip(X, y, weights, strict=True)
+        ]

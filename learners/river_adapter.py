@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Features, Label, argmax_label
+from .base import BatchMixin, Features, Label, argmax_label
 from .native import STATE_FORMAT, STATE_VERSION
 
 
@@ -34,7 +34,7 @@ def resolve_river_class(path: str) -> type:
     return cls
 
 
-class RiverLearner:
+class RiverLearner(BatchMixin):
     """Wrap a river classifier so ensembles can use it as a base learner.
 
     This is the slow path: ensembles loop over members in Python and every update goes through
