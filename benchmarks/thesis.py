@@ -1,0 +1,926 @@
+"""Reproduce the experiments of Oza (2001), "Online Ensemble Learning", with Chorus' engine.
+
+Protocol (thesis §3.5.1): for every dataset except Census-Income, ``--runs`` runs of fivefold
+cross-validation; the batch algorithms (single model, batch bagging, AdaBoost) are trained once per
+training fold, each online algorithm (online bagging, online boosting) on ``--orders`` random
+orderings of every training fold; all ensembles have ``--n-models`` members. Census-Income uses one
+fixed train/test split (see ``benchmarks/datasets.py``). Differences are tested with paired t-tests
+over the folds (online results averaged over the orderings of a fold first).
+
+Outputs (``--out``, default ``benchmarks/results/thesis.md``): tables shaped like Tables 3.3-3.5
+(single / batch bagging / online bagging, the thesis' numbers beside ours), the boosting
+equivalents, relative running times (Tables 3.8-3.10), the calendar study (Table 3.12) on the
+synthetic calendar of ``app/synth.py``, and the Car Evaluation learning curves of Fig. 4.5 as a PNG
+next to the markdown file. A JSON file with every raw number is written beside it as well.
+
+Run from the repository root (``--rerender results/thesis.json`` rebuilds the markdown from a
+saved run)::
+
+    python benchmarks/thesis.py --data-dir ../shared/datasets/raw              # full protocol
+    python benchmarks/thesis.py --data-dir ../shared/datasets/raw --quick --out /tmp/t.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import functools
+import importlib.metadata
+import json
+import math
+import platform
+import shlex
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from app import synth  # noqa: E402
+from benchmarks.datasets import DATASETS, Dataset, load  # noqa: E402
+from learners import DecisionStump, NaiveBayes  # noqa: E402
+from learners.exact_tree import ExactTree  # noqa: E402
+
+# --------------------------------------------------------------------------- thesis numbers
+# Oza (2001), fraction correct: (single model, batch bagging, online bagging); None = not in our
+# copy of the thesis (the text extraction lost it).
+THESIS_ACC: dict[str, dict[str, tuple[float | None, float | None, float | None]]] = {
+    "tree": {  # Table 3.3 (ITI decision trees)
+        "promoters": (0.7837, 0.8504, 0.8613),
+        "balance": (0.7664, 0.8161, 0.8160),
+        "breast_cancer": (0.9531, 0.9653, 0.9646),
+        "german": (0.6929, 0.7445, 0.7421),
+        "car": (0.9537, 0.9673, 0.9679),
+        "chess": (0.9912, 0.9938, 0.9936),
+        "mushroom": (1.0, 1.0, 1.0),
+        "nursery": (0.9896, 0.9972, 0.9973),
+    },
+    "nb": {  # Table 3.4 (one bagging column survived; read as online bagging)
+        "promoters": (0.8774, None, None),
+        "balance": (0.9075, None, 0.9067),
+        "breast_cancer": (0.9647, None, 0.9665),
+        "german": (0.7483, None, 0.748),
+        "car": (0.8569, None, 0.8532),
+        "chess": (0.8757, None, 0.8759),
+        "mushroom": (0.9966, None, 0.9966),
+        "nursery": (0.9031, None, 0.9029),
+        "connect4": (0.7214, None, 0.7212),
+        "census": (0.7630, None, 0.7637),
+    },
+    "stump": {  # Table 3.5
+        "promoters": (0.7710, 0.8041, 0.8113),
+        "balance": (0.5989, 0.7170, 0.7226),
+        "breast_cancer": (0.8566, 0.8557, 0.8564),
+        "german": (0.6862, 0.6861, 0.6862),
+        "car": (0.6986, 0.6986, 0.6986),
+        "chess": (0.6795, 0.6798, 0.6792),
+        "mushroom": (0.5617, 0.5617, 0.5617),
+        "nursery": (0.4184, 0.4185, 0.4177),
+        "connect4": (0.6581, 0.6581, 0.6581),
+        "census": (0.9380, 0.9380, 0.9380),
+    },
+}
+# Tables 3.8-3.10, running times in seconds: (single model, batch bagging, online bagging).
+THESIS_TIME: dict[str, dict[str, tuple[float, float, float]]] = {
+    "tree": {
+        "promoters": (0.16, 1.82, 1.88), "balance": (0.18, 1.66, 1.96),
+        "breast_cancer": (0.18, 1.88, 2.28), "german": (0.22, 8.98, 9.68),
+        "car": (0.3, 4.28, 4.28), "chess": (0.98, 20.4, 20.22), "mushroom": (1.12, 22.6, 23.68),
+        "nursery": (1.22, 29.68, 32.74),
+    },
+    "nb": {
+        "promoters": (0.02, 0.2, 0.22), "balance": (0.02, 0.1, 0.1),
+        "breast_cancer": (0.02, 0.14, 0.32), "german": (0.02, 0.14, 0.38),
+        "car": (0.04, 0.34, 0.44), "chess": (0.42, 1.02, 1.72), "mushroom": (0.38, 2.14, 3.28),
+        "nursery": (0.86, 1.82, 3.74), "connect4": (6.92, 33.98, 42.04),
+        "census": (56.6, 131.8, 157.4),
+    },
+    "stump": {
+        "promoters": (0.2, 0.2, 0.3), "balance": (0.14, 0.14, 0.2),
+        "breast_cancer": (0.1, 0.28, 0.3), "german": (0.36, 0.46, 0.56),
+        "car": (0.1, 0.14, 0.28), "chess": (1.46, 15.0, 2.98), "mushroom": (0.8, 2.04, 2.68),
+        "nursery": (0.26, 19.64, 5.1), "connect4": (5.94, 53.66, 33.72),
+        "census": (51.4, 124.2, 131.8),
+    },
+}  # fmt: skip
+# Table 3.12 (CAP calendar, predict-then-learn): (day, duration) for single model / online bagging.
+THESIS_CALENDAR = {
+    "tree": ((0.5101, 0.6905), (0.5536, 0.7453)),
+    "nb": ((0.4520, 0.1508), (None, None)),
+    "stump": ((0.1927, 0.2626), (None, None)),
+}
+CAP_OWN = (0.50, 0.63)
+
+LEARNERS: dict[str, tuple[str, Callable[[], Any]]] = {
+    "tree": ("Decision trees (ExactTree, the ITI stand-in)", ExactTree),
+    "nb": ("Naive Bayes (learners.NaiveBayes)", NaiveBayes),
+    "stump": ("Decision stumps (learners.DecisionStump)", DecisionStump),
+}
+TABLE_NO = {"tree": "3.3", "nb": "3.4", "stump": "3.5"}
+TIME_TABLE_NO = {"tree": "3.8", "nb": "3.9", "stump": "3.10"}
+ORDER = list(DATASETS)  # Table 3.1 order
+TREE_DATASETS = ORDER[:8]  # the thesis ran ITI on the eight smallest datasets only
+ALGOS = ["single", "bagging", "online_bagging", "boosting", "online_boosting"]
+ALGO_NAMES = {
+    "single": "single model",
+    "bagging": "batch bagging",
+    "online_bagging": "online bagging",
+    "boosting": "AdaBoost",
+    "online_boosting": "online boosting",
+}
+
+
+# --------------------------------------------------------------------------- engine adapters
+def _ensembles():
+    import ensembles
+
+    return ensembles
+
+
+TREE_SPLIT = {"split": "binary"}  # set from --tree-split
+
+
+def make_base(learner_key: str) -> Any:
+    if learner_key == "tree":
+        return ExactTree(**TREE_SPLIT)
+    return LEARNERS[learner_key][1]()
+
+
+def make_model(algo: str, learner_key: str, n_models: int, seed: int) -> Any:
+    base = make_base(learner_key)
+    if algo == "single":
+        return base
+    ens = _ensembles()
+    cls = {
+        "bagging": ens.BatchBagging,
+        "online_bagging": ens.OnlineBagging,
+        "boosting": ens.AdaBoost,
+        "online_boosting": ens.OnlineBoosting,
+    }[algo]
+    return cls(base, n_models=n_models, seed=seed)
+
+
+def fit(model: Any, X: list[dict], y: list) -> None:
+    """Train on a whole training set: ``fit`` for the batch ensembles, else ``learn_many``."""
+    if hasattr(model, "fit"):
+        model.fit(X, y)
+    elif hasattr(model, "learn_many"):
+        model.learn_many(X, y)
+    else:
+        for x, label in zip(X, y, strict=True):
+            model.learn_one(x, label)
+
+
+def predict(model: Any, X: list[dict]) -> list:
+    if hasattr(model, "predict_many"):
+        return list(model.predict_many(X))
+    return [model.predict_one(x) for x in X]
+
+
+def accuracy(model: Any, X: list[dict], y: list) -> float:
+    pred = predict(model, X)
+    return sum(p == t for p, t in zip(pred, y, strict=True)) / max(1, len(y))
+
+
+def predict_then_learn(model: Any, X: list[dict], y: list) -> float:
+    """Prequential accuracy (thesis Fig. 3.11): predict each example, then learn it."""
+    if hasattr(model, "predict_learn_many"):
+        probas = model.predict_learn_many(X, y)
+        pred = [max(p, key=p.get) if p else None for p in probas]
+    else:
+        pred = []
+        for x, label in zip(X, y, strict=True):
+            pred.append(model.predict_one(x))
+            model.learn_one(x, label)
+    return sum(p == t for p, t in zip(pred, y, strict=True)) / max(1, len(y))
+
+
+# --------------------------------------------------------------------------- the protocol
+def folds(ds: Dataset, runs: int, seed: int) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
+    """``(run, fold, train_idx, test_idx)``: fivefold CV ``runs`` times, or Census' fixed split."""
+    if ds.train_idx is not None:
+        return [(0, 0, np.asarray(ds.train_idx), np.asarray(ds.test_idx))]
+    out = []
+    for r in range(runs):
+        perm = np.random.default_rng([seed, r]).permutation(len(ds))
+        parts = np.array_split(perm, 5)
+        for f in range(5):
+            train = np.sort(np.concatenate([parts[g] for g in range(5) if g != f]))
+            out.append((r, f, train, np.sort(parts[f])))
+    return out
+
+
+def evaluate(ds: Dataset, learner_key: str, args: argparse.Namespace, log: Callable) -> dict:
+    """Accuracies (per fold) and running times (seconds per fold) of every algorithm."""
+    acc: dict[str, list[float]] = defaultdict(list)
+    secs: dict[str, list[float]] = defaultdict(list)
+    algos = [a for a in args.algorithms if not excluded(args, learner_key, a, ds.name)]
+    splits = folds(ds, args.runs, args.seed)
+    if len(ds) > args.large and args.max_folds_large:
+        splits = splits[: args.max_folds_large]
+    warm = list(splits[0][2][:30])  # untimed warm-up: numba compiles on first use
+    for algo in algos:
+        model = make_model(algo, learner_key, 2, 0)
+        fit(model, [ds.X[i] for i in warm], [ds.y[i] for i in warm])
+        predict(model, [ds.X[i] for i in warm[:5]])
+    for r, f, train, test in splits:
+        Xtr, ytr = [ds.X[i] for i in train], [ds.y[i] for i in train]
+        Xte, yte = [ds.X[i] for i in test], [ds.y[i] for i in test]
+        for algo in algos:
+            orders = args.orders if algo.startswith("online") else 1
+            fold_acc, fold_secs = [], []
+            for o in range(orders):
+                model_seed = 1 + 1000 * r + 100 * f + o
+                if algo.startswith("online"):
+                    perm = np.random.default_rng([args.seed, r, f, o]).permutation(len(train))
+                    X, y = [Xtr[i] for i in perm], [ytr[i] for i in perm]
+                else:
+                    X, y = Xtr, ytr
+                t0 = time.perf_counter()
+                model = make_model(algo, learner_key, args.n_models, model_seed)
+                fit(model, X, y)
+                fold_acc.append(accuracy(model, Xte, yte))
+                fold_secs.append(time.perf_counter() - t0)
+            acc[algo].append(float(np.mean(fold_acc)))
+            secs[algo].append(float(np.mean(fold_secs)))
+        log(
+            f"  {ds.name}/{learner_key} run {r} fold {f}: "
+            + " ".join(f"{a}={acc[a][-1]:.4f}" for a in algos)
+        )
+    return {"acc": dict(acc), "secs": dict(secs)}
+
+
+def excluded(args: argparse.Namespace, learner: str, algo: str, dataset: str) -> bool:
+    """Whether ``learner/algorithm/dataset`` matches an ``--exclude`` pattern."""
+    return any(fnmatch.fnmatch(f"{learner}/{algo}/{dataset}", pat) for pat in args.exclude)
+
+
+def _ttest_rel(a: list[float], b: list[float]) -> float | None:
+    """Two-sided p-value of a paired t-test (``None``: not computable)."""
+    from scipy import stats
+
+    if len(a) < 2:
+        return None
+    d = np.asarray(a) - np.asarray(b)
+    if np.allclose(d, 0.0):
+        return 1.0
+    if np.allclose(d, d[0]):
+        return 0.0
+    return float(stats.ttest_rel(a, b).pvalue)
+
+
+def _ttest_1samp(a: list[float], mu: float) -> float | None:
+    from scipy import stats
+
+    if len(a) < 2:
+        return None
+    x = np.asarray(a)
+    if np.allclose(x, x[0]):
+        return 1.0 if math.isclose(x[0], mu, abs_tol=5e-5) else 0.0
+    return float(stats.ttest_1samp(x, mu).pvalue)
+
+
+# --------------------------------------------------------------------------- stump diagnosis
+def stump_diagnosis(ds: Dataset, seed: int) -> dict[str, float]:
+    """Fivefold-CV accuracy of majority class, a stump on the FIRST attribute, the best stump.
+
+    Multiway splits on categorical attributes; numeric attributes are treated per distinct value
+    here (a diagnostic, not a learner). Explains the thesis' stump numbers (see the notes).
+    """
+    first = next(iter(ds.kinds))
+
+    def split_acc(train: np.ndarray, test: np.ndarray, attr: str | None) -> float:
+        table: dict[Any, Counter] = defaultdict(Counter)
+        overall: Counter = Counter()
+        for i in train:
+            key = ds.X[i].get(attr, "?") if attr else None
+            table[key][ds.y[i]] += 1
+            overall[ds.y[i]] += 1
+        default = overall.most_common(1)[0][0]
+        hit = 0
+        for i in test:
+            key = ds.X[i].get(attr, "?") if attr else None
+            c = table.get(key)
+            hit += (c.most_common(1)[0][0] if c else default) == ds.y[i]
+        return hit / len(test)
+
+    def best_attr(train: np.ndarray) -> str:
+        def cond_entropy(a: str) -> float:
+            table: dict[Any, Counter] = defaultdict(Counter)
+            for i in train:
+                table[ds.X[i].get(a, "?")][ds.y[i]] += 1
+            h = 0.0
+            for c in table.values():
+                n = sum(c.values())
+                h -= sum(v * math.log2(v / n) for v in c.values())
+            return h
+
+        return min(ds.kinds, key=cond_entropy)
+
+    res: dict[str, list[float]] = defaultdict(list)
+    for _, _, train, test in folds(ds, 1, seed):
+        res["majority"].append(split_acc(train, test, None))
+        res["first"].append(split_acc(train, test, first))
+        res["best"].append(split_acc(train, test, best_attr(train)))
+    return {k: float(np.mean(v)) for k, v in res.items()} | {"first_attr": first}
+
+
+# --------------------------------------------------------------------------- calendar + curves
+def calendar_study(args: argparse.Namespace, log: Callable, seed: int = 0) -> dict:
+    """Table 3.12 on the synthetic calendar: predict-then-learn, single model vs online bagging."""
+    out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for s in range(seed, seed + args.calendar_seeds):
+        rows = synth.generate(n=args.calendar_n, seed=s)
+        for target in ("day_of_week", "duration"):
+            pairs = [synth.example(r, target) for r in rows]
+            X, y = [p[0] for p in pairs], [p[1] for p in pairs]
+            for key in args.learners:
+                for algo in ("single", "online_bagging"):
+                    TREE_SPLIT["split"] = args.calendar_tree_split
+                    model = make_model(algo, key, args.calendar_models, seed=1 + s)
+                    TREE_SPLIT["split"] = args.tree_split
+                    a = predict_then_learn(model, X, y)
+                    out[f"{key}/{algo}"][target].append(a)
+                    log(f"  calendar seed {s} {target} {key}/{algo}: {a:.4f}")
+    return {k: dict(v) for k, v in out.items()}
+
+
+def car_curves(args: argparse.Namespace, data_dir: Path, png: Path, log: Callable) -> dict:
+    """Fig. 4.5: learning curves on Car Evaluation, batch vs online vs primed online boosting."""
+    ds = load("car", data_dir)
+    _, _, train, test = folds(ds, 1, args.seed)[0]
+    perm = np.random.default_rng([args.seed, 99]).permutation(len(train))
+    X = [ds.X[train[i]] for i in perm]
+    y = [ds.y[train[i]] for i in perm]
+    Xte, yte = [ds.X[i] for i in test], [ds.y[i] for i in test]
+    sizes = [m for m in args.curve_sizes if m <= len(X)] or [len(X)]
+    n_models, curves = args.curve_models, defaultdict(list)
+    online = make_model("online_boosting", "tree", n_models, seed=7)
+    done = 0
+    for m in sizes:
+        fit(online, X[done:m], y[done:m])
+        done = m
+        curves["online boosting"].append(accuracy(online, Xte, yte))
+        batch = make_model("boosting", "tree", n_models, seed=7)
+        fit(batch, X[:m], y[:m])
+        curves["batch boosting (AdaBoost)"].append(accuracy(batch, Xte, yte))
+        primed = make_model("online_boosting", "tree", n_models, seed=7)
+        p = max(1, min(int(0.2 * m), 10000))  # thesis: the lesser of 20% or 10000 examples
+        primed.prime(X[:p], y[:p])
+        fit(primed, X[p:m], y[p:m])
+        curves["primed online boosting"].append(accuracy(primed, Xte, yte))
+        log(f"  car curve m={m}: " + " ".join(f"{k}={v[-1]:.4f}" for k, v in curves.items()))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, ys in curves.items():
+        ax.plot(sizes, ys, marker="o", label=name)
+    ax.set_xlabel("Number of training examples")
+    ax.set_ylabel("Fraction correct (test fold)")
+    ax.set_title(f"Car Evaluation with decision trees ({n_models} models) - cf. Oza Fig. 4.5")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return {"sizes": sizes, "curves": dict(curves), "n_models": n_models, "png": png.name}
+
+
+# --------------------------------------------------------------------------- report
+def _fmt(v: float | None, nd: int = 4) -> str:
+    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{nd}f}"
+
+
+def _mean(v: list[float] | None) -> float | None:
+    return float(np.mean(v)) if v else None
+
+
+def _versions() -> str:
+    pk = []
+    for name in ("numpy", "scipy", "numba", "river", "matplotlib"):
+        try:
+            pk.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            pk.append(f"{name} (not installed)")
+    return f"Python {platform.python_version()}, " + ", ".join(pk)
+
+
+def render(results: dict, args: argparse.Namespace, command: str) -> str:
+    P = args.alpha
+    L: list[str] = []
+    add = L.append
+    add("# Oza (2001) reproduced with Chorus")
+    add("")
+    add(f"Produced by: `{command}`  ")
+    add(f"Versions: {_versions()}  ")
+    add(f"Machine: {platform.machine()}, {platform.system()}; finished {results['finished']}")
+    add("")
+    add(
+        f"Protocol (thesis §3.5.1): {args.runs} run(s) of fivefold cross-validation per dataset "
+        f"(Census-Income: one fixed split); batch algorithms once per training fold, online "
+        f"algorithms on {args.orders} ordering(s) of every training fold; {args.n_models} base "
+        f"models per ensemble. The full protocol is `--runs 10 --orders 5 --n-models 100`. "
+        f"Significance: paired t-test over folds, p < {P}."
+    )
+    add("")
+    add(
+        "Marks: in our columns **bold** = the ensemble is significantly better than the single "
+        "model, _italic_ = significantly worse (as in the thesis); `*` = significantly better "
+        "than its batch/online counterpart. In a Δ column (ours − thesis) `!` marks a difference "
+        "that is significant against the spread of our folds (one-sample t-test); `—` = number "
+        "not available."
+    )
+    if args.exclude:
+        add("")
+        add(
+            "Not run (`--exclude`): "
+            + ", ".join(f"`{p}`" for p in args.exclude)
+            + "; their cells show `—`."
+        )
+    add("")
+    for note in results.get("dataset_notes", []):
+        add(f"- {note}")
+    add("")
+    res = results["accuracy"]
+    for key in args.learners:
+        if not any(key in res.get(d, {}) for d in ORDER):
+            continue
+        title = LEARNERS[key][0] + (f", split={args.tree_split}" if key == "tree" else "")
+        add(f"## Table {TABLE_NO[key]} — {title}: bagging (fraction correct)")
+        add("")
+        add(
+            "| Dataset | folds | single (ours) | thesis | Δ | batch bagging (ours) | thesis | Δ "
+            "| online bagging (ours) | thesis | Δ |"
+        )
+        add("|---|---|---|---|---|---|---|---|---|---|---|")
+        for d in ORDER:
+            r = res.get(d, {}).get(key)
+            if r is None:
+                continue
+            acc = r["acc"]
+            th = THESIS_ACC[key].get(d, (None, None, None))
+            cells = [d, str(len(acc.get("single", [])))]
+            for j, algo in enumerate(("single", "bagging", "online_bagging")):
+                ours = acc.get(algo)
+                if not ours:
+                    cells += ["—", _fmt(th[j]), "—"]
+                    continue
+                m = _mean(ours)
+                txt = _fmt(m)
+                if algo != "single" and acc.get("single"):
+                    p = _ttest_rel(ours, acc["single"])
+                    if p is not None and p < P:
+                        txt = f"**{txt}**" if m > _mean(acc["single"]) else f"_{txt}_"
+                other = {"bagging": "online_bagging", "online_bagging": "bagging"}.get(algo)
+                if other and acc.get(other):
+                    p = _ttest_rel(ours, acc[other])
+                    if p is not None and p < P and m > _mean(acc[other]):
+                        txt += "*"
+                delta = "—"
+                if th[j] is not None:
+                    delta = f"{m - th[j]:+.4f}"
+                    p = _ttest_1samp(ours, th[j])
+                    if p is not None and p < P:
+                        delta += " !"
+                cells += [txt, _fmt(th[j]), delta]
+            add("| " + " | ".join(cells) + " |")
+        add("")
+    add("## Boosting — batch AdaBoost vs online boosting (fraction correct)")
+    add("")
+    add("The boosting tables are not in our copy of the thesis; batch AdaBoost is the reference.")
+    add("")
+    add("| Base model | Dataset | single | AdaBoost | online boosting | online − AdaBoost |")
+    add("|---|---|---|---|---|---|")
+    for key in args.learners:
+        for d in ORDER:
+            r = res.get(d, {}).get(key)
+            if r is None or not r["acc"].get("boosting") and not r["acc"].get("online_boosting"):
+                continue
+            acc = r["acc"]
+            cells = [key, d, _fmt(_mean(acc.get("single")))]
+            for algo in ("boosting", "online_boosting"):
+                ours = acc.get(algo)
+                if not ours:
+                    cells.append("—")
+                    continue
+                m = _mean(ours)
+                txt = _fmt(m)
+                if acc.get("single"):
+                    p = _ttest_rel(ours, acc["single"])
+                    if p is not None and p < P:
+                        txt = f"**{txt}**" if m > _mean(acc["single"]) else f"_{txt}_"
+                other = "online_boosting" if algo == "boosting" else "boosting"
+                if acc.get(other):
+                    p = _ttest_rel(ours, acc[other])
+                    if p is not None and p < P and m > _mean(acc[other]):
+                        txt += "*"
+                cells.append(txt)
+            if acc.get("boosting") and acc.get("online_boosting"):
+                cells.append(f"{_mean(acc['online_boosting']) - _mean(acc['boosting']):+.4f}")
+            else:
+                cells.append("—")
+            add("| " + " | ".join(cells) + " |")
+    add("")
+    add("## Running times (Tables 3.8–3.10), relative to the single model")
+    add("")
+    add(
+        "Seconds per training fold (train + test) for our single model; the other columns are "
+        "ratios to it, ours and the thesis' (the thesis' absolute times come from a 2001 machine "
+        "and a C++ implementation, so only ratios compare). Ensembles of ExactTree run through "
+        "the ensembles' per-member Python path; the native learners run in compiled kernels."
+    )
+    add("")
+    add(
+        "| Base model | Dataset | single (s) | bagging ×single | thesis | online bagging ×single "
+        "| thesis | AdaBoost ×single | online boosting ×single |"
+    )
+    add("|---|---|---|---|---|---|---|---|---|")
+    for key in args.learners:
+        for d in ORDER:
+            r = res.get(d, {}).get(key)
+            if r is None or not r["secs"].get("single"):
+                continue
+            s = r["secs"]
+            base = _mean(s["single"]) or float("nan")
+            th = THESIS_TIME[key].get(d)
+            cells = [key, d, f"{base:.3f}"]
+
+            def ratio(a: str, s: dict = s, base: float = base) -> str:
+                return f"{_mean(s[a]) / base:.1f}" if s.get(a) and base > 0 else "—"
+
+            cells += [ratio("bagging"), f"{th[1] / th[0]:.1f}" if th else "—"]
+            cells += [ratio("online_bagging"), f"{th[2] / th[0]:.1f}" if th else "—"]
+            cells += [ratio("boosting"), ratio("online_boosting")]
+            add("| " + " | ".join(cells) + " |")
+    add("")
+    cal = results.get("calendar")
+    if cal:
+        add("## Table 3.12 — calendar study on the synthetic calendar (`app/synth.py`)")
+        add("")
+        add(
+            f"**Synthetic stand-in**: the CAP logs are not public. {args.calendar_seeds} seeded "
+            f"calendar(s) of {args.calendar_n} appointments (32 string attributes, open "
+            f"vocabularies, drift at appointments {', '.join(map(str, synth.DRIFT_AT))}, label "
+            f"noise 0.12); predict-then-learn over the stream, mean ± sd over the calendars; "
+            f"online bagging with {args.calendar_models} models; trees with "
+            f"split={args.calendar_tree_split}. "
+            f"The thesis' numbers are for the real CAP data (CAP's own learner: ~{CAP_OWN[0]} "
+            f"day, ~{CAP_OWN[1]} duration); only the ranking is comparable."
+        )
+        add("")
+        add(
+            "| Base model | day: single (ours) | thesis | day: online bagging (ours) | thesis "
+            "| duration: single (ours) | thesis | duration: online bagging (ours) | thesis |"
+        )
+        add("|---|---|---|---|---|---|---|---|---|")
+        for key in args.learners:
+            single, bag = cal.get(f"{key}/single"), cal.get(f"{key}/online_bagging")
+            if not single:
+                continue
+            (ts_day, ts_dur), (tb_day, tb_dur) = THESIS_CALENDAR[key]
+
+            def ms(v: list[float]) -> str:
+                return f"{np.mean(v):.4f} ± {np.std(v):.4f}" if len(v) > 1 else f"{v[0]:.4f}"
+
+            add(
+                f"| {key} | {ms(single['day_of_week'])} | {_fmt(ts_day)} "
+                f"| {ms(bag['day_of_week'])} | {_fmt(tb_day)} | {ms(single['duration'])} "
+                f"| {_fmt(ts_dur)} | {ms(bag['duration'])} | {_fmt(tb_dur)} |"
+            )
+        add("")
+    cur = results.get("curves")
+    if cur:
+        add("## Fig. 4.5 — learning curves on Car Evaluation (decision trees)")
+        add("")
+        add(
+            f"![Car learning curves]({cur['png']})  \n"
+            f"One fivefold split (test fold 0), one ordering of the training fold, "
+            f"{cur['n_models']} models; primed = `model.prime()` on the first 20% of the examples "
+            f"seen, online for the rest."
+        )
+        add("")
+        add("| training examples | " + " | ".join(cur["curves"]) + " |")
+        add("|---" * (len(cur["curves"]) + 1) + "|")
+        for i, m in enumerate(cur["sizes"]):
+            add(f"| {m} | " + " | ".join(_fmt(v[i]) for v in cur["curves"].values()) + " |")
+        add("")
+    diag = results.get("stump_diagnosis")
+    if diag:
+        add("## Why the thesis' stump numbers differ: a diagnosis")
+        add("")
+        add(
+            "Fivefold-CV accuracy (one run) of the majority class, of a multiway stump on the "
+            "**first attribute of the file**, and of the stump on the best attribute (information "
+            "gain, what `DecisionStump` learns), beside the thesis' decision-stump column."
+        )
+        add("")
+        add("| Dataset | majority | first-attribute stump | best stump | thesis stump |")
+        add("|---|---|---|---|---|")
+        for d in ORDER:
+            if d in diag:
+                g = diag[d]
+                add(
+                    f"| {d} | {g['majority']:.4f} | {g['first']:.4f} (`{g['first_attr']}`) "
+                    f"| {g['best']:.4f} | {_fmt(THESIS_ACC['stump'].get(d, (None,))[0])} |"
+                )
+        add("")
+    if results.get("notes"):
+        add("## Notes")
+        add("")
+        for note in results["notes"]:
+            add(f"- {note}")
+        add("")
+    return "\n".join(L)
+
+
+# --------------------------------------------------------------------------- main
+def _log(args: argparse.Namespace, msg: str) -> None:
+    if not args.quiet:
+        print(msg, flush=True)  # noqa: T201 (a benchmark reports progress)
+
+
+def run_task(task: tuple, args: argparse.Namespace) -> tuple[tuple, Any, list[str]]:
+    """One unit of work (run in a worker process with ``--jobs``)."""
+    TREE_SPLIT["split"] = args.tree_split
+    kind, d, key = task
+    log = functools.partial(_log, args)
+    t0 = time.time()
+    notes: list[str] = []
+    if kind in ("eval", "diag"):
+        ds = load(d, args.data_dir)
+        notes = [f"{d}: {n}" for n in ds.notes]
+        if kind == "eval":
+            if len(ds) > args.large and args.max_folds_large:
+                notes.append(
+                    f"{d}: only the first {args.max_folds_large} fold(s) of the CV were run "
+                    f"(--max-folds-large)"
+                )
+            out = evaluate(ds, key, args, log)
+        else:
+            out = stump_diagnosis(ds, args.seed)
+    elif kind == "calendar":
+        sub = argparse.Namespace(**{**vars(args), "calendar_seeds": 1})
+        out = calendar_study(sub, log, seed=int(d))
+    else:
+        png = args.out.with_name(args.out.stem + "_car_curves.png")
+        out = car_curves(args, args.data_dir, png, log)
+    log(f"{kind} {d} {key} done in {time.time() - t0:.1f}s")
+    return task, out, notes
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--data-dir", required=True, type=Path, help="shared/datasets/raw")
+    ap.add_argument("--runs", type=int, default=10, help="runs of fivefold CV (thesis: 10)")
+    ap.add_argument("--orders", type=int, default=5, help="orderings per training fold (5)")
+    ap.add_argument("--n-models", type=int, default=100, help="base models per ensemble (100)")
+    ap.add_argument("--datasets", default="all", help=f"comma list of {','.join(ORDER)}")
+    ap.add_argument("--learners", default="tree,nb,stump", help="comma list of tree,nb,stump")
+    ap.add_argument("--algorithms", default=",".join(ALGOS), help=f"comma list of {ALGOS}")
+    ap.add_argument(
+        "--tree-datasets",
+        default=",".join(TREE_DATASETS),
+        help="datasets on which trees run (thesis: the eight smallest)",
+    )
+    ap.add_argument("--calendar-seeds", type=int, default=5, help="synthetic calendars (0: skip)")
+    ap.add_argument("--calendar-n", type=int, default=1790)
+    ap.add_argument("--calendar-models", type=int, default=None, help="default: --n-models")
+    ap.add_argument(
+        "--calendar-tree-split",
+        default="multiway",
+        choices=["binary", "multiway"],
+        help="ExactTree tests in the calendar study (CAP's own learner was ID3: multiway)",
+    )
+    ap.add_argument("--curve-models", type=int, default=None, help="default: --n-models")
+    ap.add_argument(
+        "--curve-sizes", default="25,50,100,200,300,500,700,1000,1382", help="0 to skip the curves"
+    )
+    ap.add_argument(
+        "--tree-split",
+        default="binary",
+        choices=["binary", "multiway"],
+        help="categorical tests of ExactTree (ITI uses binary tests)",
+    )
+    ap.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        help="skip learner/algorithm/dataset matching this glob, e.g. 'tree/online_boosting/nursery'",
+    )
+    ap.add_argument("--large", type=int, default=20000, help="size above which a dataset is large")
+    ap.add_argument(
+        "--max-folds-large", type=int, default=0, help="CV folds run on large datasets (0: all)"
+    )
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes")
+    ap.add_argument("--alpha", type=float, default=0.05)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "thesis.md")
+    ap.add_argument("--quick", action="store_true", help="tiny smoke run (CI)")
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.runs, args.orders, args.n_models = 1, 1, 5
+        if args.datasets == "all":
+            args.datasets = "promoters,balance"
+        args.calendar_seeds, args.calendar_n = (
+            min(args.calendar_seeds, 1),
+            min(args.calendar_n, 200),
+        )
+        args.curve_sizes = "50,200,400"
+    args.datasets = ORDER if args.datasets == "all" else args.datasets.split(",")
+    args.learners = args.learners.split(",")
+    args.algorithms = args.algorithms.split(",")
+    args.tree_datasets = args.tree_datasets.split(",")
+    args.curve_sizes = [int(s) for s in args.curve_sizes.split(",") if int(s) > 0]
+    args.curve_models = args.curve_models or args.n_models
+    args.calendar_models = args.calendar_models or args.n_models
+    for name, values, valid in (
+        ("--datasets", args.datasets, ORDER),
+        ("--learners", args.learners, list(LEARNERS)),
+        ("--algorithms", args.algorithms, ALGOS),
+    ):
+        bad = [v for v in values if v not in valid]
+        if bad:
+            ap.error(f"{name}: unknown {bad}; choose from {valid}")
+    if args.runs < 1 or args.orders < 1 or args.n_models < 1:
+        ap.error("--runs, --orders and --n-models must be >= 1")
+    return args
+
+
+def rerender(path: Path) -> int:
+    """Re-render the markdown from a saved JSON (same command and numbers, current notes)."""
+    data = json.loads(path.read_text())
+    command = data.pop("command")
+    data.pop("partial", None)
+    args = parse_args(shlex.split(command)[2:])
+    args.out = path.with_suffix(".md")
+    data["notes"] = list(NOTES)
+    write(data, args, command)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--rerender"]:
+        return rerender(Path(argv[1]))
+    args = parse_args(argv)
+    command = "python benchmarks/thesis.py " + " ".join(shlex.quote(a) for a in argv)
+
+    log = functools.partial(_log, args)
+    TREE_SPLIT["split"] = args.tree_split
+    results: dict[str, Any] = {"accuracy": {}, "notes": [], "dataset_notes": []}
+    t_start = time.time()
+    tasks: list[tuple] = []
+    for d in args.datasets:
+        for key in args.learners:
+            if key == "tree" and d not in args.tree_datasets:
+                continue
+            tasks.append(("eval", d, key))
+        if "stump" in args.learners:
+            tasks.append(("diag", d, "stump"))
+    if args.calendar_seeds > 0:
+        tasks += [("calendar", str(s), "") for s in range(args.calendar_seeds)]
+    if args.curve_sizes and "tree" in args.learners:
+        tasks.append(("curves", "car", "tree"))
+    # cheapest first, so that an interrupted run leaves the small datasets done (partial report)
+    weight = {d: i for i, d in enumerate(ORDER)}
+    tasks.sort(
+        key=lambda t: (
+            {"eval": 1, "diag": 0, "calendar": 30, "curves": 60}[t[0]]
+            * (1 if t[0] != "eval" else (10 if t[2] == "tree" else 1) * (1 + weight[t[1]]))
+        )
+    )
+    run = functools.partial(run_task, args=args)
+    outputs: list = []
+
+    def collect(item: tuple) -> None:
+        outputs.append(item)
+        if len(outputs) < len(tasks):  # a partial report survives an interrupted run
+            write(
+                assemble(results, outputs, t_start),
+                args,
+                command,
+                partial=(len(outputs), len(tasks)),
+            )
+
+    if args.jobs > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(args.jobs) as pool:
+            for item in pool.imap_unordered(run, tasks):
+                collect(item)
+    else:
+        for t in tasks:
+            collect(run(t))
+    results = assemble(results, outputs, t_start)
+    write(results, args, command)
+    log(f"wrote {args.out} ({results['wall_seconds']}s)")
+    return 0
+
+
+def assemble(base: dict, outputs: list, t_start: float) -> dict:
+    """Merge task outputs into one results dict."""
+    results: dict[str, Any] = {
+        "accuracy": {}, "notes": list(NOTES), "dataset_notes": list(base["dataset_notes"]),
+    }  # fmt: skip
+    calendars = []
+    for (kind, d, key), out, notes in outputs:
+        results["dataset_notes"] += [n for n in notes if n not in results["dataset_notes"]]
+        if kind == "eval":
+            results["accuracy"].setdefault(d, {})[key] = out
+        elif kind == "diag":
+            results.setdefault("stump_diagnosis", {})[d] = out
+        elif kind == "calendar":
+            calendars.append((int(d), out))
+        else:
+            results["curves"] = out
+    if calendars:
+        merged: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for _, cal in sorted(calendars, key=lambda c: c[0]):
+            for k, targets in cal.items():
+                for target, values in targets.items():
+                    merged[k][target] += values
+        results["calendar"] = {k: dict(v) for k, v in merged.items()}
+    results["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    results["wall_seconds"] = round(time.time() - t_start, 1)
+    return results
+
+
+def write(
+    results: dict, args: argparse.Namespace, command: str, partial: tuple | None = None
+) -> None:
+    text = render(results, args, command)
+    if partial:
+        text = text.replace(
+            "\n", f"\n\n**PARTIAL REPORT: {partial[0]} of {partial[1]} tasks done.**\n", 1
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text + "\n")
+    args.out.with_suffix(".json").write_text(
+        json.dumps({"command": command, "partial": partial, **results}, indent=1, default=str)
+        + "\n"
+    )
+
+
+NOTES = [
+    "Decision trees: the thesis used ITI (Utgoff et al. 1997); ExactTree is a lossless "
+    "ID3/C4.5-style tree (information gain, binary numeric thresholds, missing values as their "
+    "own branch, no pruning). With `--tree-split binary` (the default here) categorical tests are "
+    "binary `x == v` tests as in ITI; `multiway` gives ID3's one-branch-per-value splits. ITI's "
+    "virtual pruning and split metric are not reproduced and can move accuracies by a point or "
+    "two. Ensembles of ExactTree run through the ensembles' per-member Python path.",
+    "Census-Income: the UCI training file is not available here; we split the UCI test file 2:1 "
+    "(seed 0), so our Census numbers are on a different (smaller) training set than the thesis'.",
+    "Table 3.4's batch-bagging column did not survive the text extraction of the thesis; the one "
+    "surviving column is read as online bagging.",
+    "Decision stumps: the thesis' stump column for Mushroom (0.5617), Nursery (0.4184) and Breast "
+    "Cancer (0.8566) matches a stump on the *first attribute of the file* (cap-shape, parents, "
+    "clump thickness; see the diagnosis table), not the most informative one (odor, health, cell "
+    "size), and on Car, German, Connect-4 and Census it is at the majority class (Chess' 0.6795 "
+    "matches neither; Promoters' 0.7710 is near our best stump). So the "
+    "thesis' stump learner apparently did not search the attributes (or failed to), and stumps "
+    "that pick the best attribute (ours) are far more accurate there. The differences in Table "
+    "3.5 on those datasets are a property of the 2001 stump, not of bagging.",
+    "Naive Bayes on small-integer attributes: ours models numeric attributes with Gaussians. "
+    "Treating Balance and Breast Cancer's 1..5 / 1..10 values as categories instead gives 0.9128 "
+    "and 0.9735 (2x5-fold CV, measured separately) against the thesis' 0.9075 and 0.9647 and "
+    "our Gaussian 0.8992 and 0.9592; German is 0.7485 Gaussian vs 0.7483 in the thesis. The "
+    "thesis probably discretised (or treated as symbols) the small integer scales.",
+    "Naive Bayes on Mushroom (ours 0.956 vs 0.9966): the smoothing. `NaiveBayes` uses Laplace "
+    "estimates (n + 1) / (n_c + V). A hand-written naive Bayes on the same five folds gives "
+    "0.9563 with add-1, 0.982 with add-0.1, 0.9899 with add-0.01, 0.992 with add-0.001 and "
+    "0.9958 with add-1e-6, so the thesis' naive Bayes used (almost) unsmoothed frequencies. "
+    "Treating stalk-root '?' as a value instead of missing changes little (0.9533).",
+    "Running times: measured with `--jobs 2` on a 2-core machine shared with other jobs (load "
+    "average 5-8), so they are noisy; only the ratios mean anything. The batch ensembles "
+    "(`BatchBagging`, `AdaBoost`) predict member by member in Python, which is why their ratios "
+    "for the native learners are far above the thesis' and above online bagging (compiled "
+    "kernels). Every algorithm is warmed up (untimed) before the folds, so numba's first-call "
+    "compilation is not counted.",
+    "Trees: binary `x == v` tests (ITI's) matter. On 2x5-fold CV, measured separately, a single "
+    "ExactTree gets Car 0.9768 binary vs 0.9201 multiway and Promoters 0.7874 vs 0.7446 (thesis "
+    "0.9537, 0.7837); Balance and Breast Cancer are the same either way (numeric attributes). "
+    "Our unpruned binary tree beats the thesis' single tree on Car and Nursery; ITI's virtual "
+    "pruning may cost it there.",
+    "Online boosting far below batch: stumps on Census (0.7387; single stump 0.9453, AdaBoost "
+    "not run) and naive Bayes on Balance (0.8040 vs AdaBoost 0.8968). The thesis reports online boosting "
+    "underperforming batch boosting with small training sets (§4.6); Census has 6% positives. "
+    "Not investigated further here.",
+    "Census-Income is not comparable: the thesis trained on the 199523-row UCI training file; we "
+    "train on two thirds of the test file. The thesis' naive Bayes (0.7630) is far below the "
+    "majority class (0.938); ours gets 0.859 on our split.",
+]
+
+if __name__ == "__main__":
+    raise SystemExit(main())
