@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from starlette.responses import Response
 
-from app.errors import Unauthorized
+from app.errors import PayloadTooLarge, Unauthorized
 from app.registry import Registry, dumps
 from app.routes.schemas import Error
 from app.settings import Settings
@@ -41,6 +41,13 @@ def check_key(request: Request) -> None:
     scheme, _, token = auth.partition(" ")
     if scheme.lower() != "bearer" or not secrets.compare_digest(token.strip(), key):
         raise Unauthorized("missing or wrong bearer token (Authorization: Bearer <CHORUS_API_KEY>)")
+
+
+def check_batch(request: Request, examples: list) -> None:
+    """413 when a batch has more examples than ``CHORUS_MAX_BATCH``."""
+    limit = request.app.state.registry.settings.max_batch
+    if len(examples) > limit:
+        raise PayloadTooLarge(f"examples: {len(examples)} over the limit of {limit}")
 
 
 def json_response(obj: Any, status_code: int = 200) -> Response:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from app.errors import PayloadTooLarge
 from app.registry import Example
-from app.routes.deps import check_key, errors, json_body, json_response
+from app.routes.deps import check_batch, check_key, errors, json_body, json_response
 from app.routes.schemas import LearnBatchResult, LearnRequest, LearnResult
 
 router = APIRouter(tags=["learning"])
@@ -32,9 +31,7 @@ async def learn(request: Request) -> Response:
     check_key(request)
     body = LearnRequest.parse_body(await request.body())
     if body.examples is not None:
-        limit = reg.settings.max_batch
-        if len(body.examples) > limit:
-            raise PayloadTooLarge(f"examples: {len(body.examples)} over the limit of {limit}")
+        check_batch(request, body.examples)
         exs = [
             Example(e["features"], e["label"], e.get("weight", 1.0), e.get("id"))
             for e in body.examples

@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from app.errors import InvalidInput, PayloadTooLarge
+from app.errors import InvalidInput
 from app.registry import NAME_RE
-from app.routes.deps import check_key, errors, json_body, json_response
+from app.routes.deps import check_batch, check_key, errors, json_body, json_response
 from app.routes.schemas import PredictBatchResult, PredictRequest, PredictResult
 
 router = APIRouter(tags=["predicting"])
@@ -83,9 +83,7 @@ async def predict_post(request: Request) -> Response:
     check_key(request)
     body = PredictRequest.parse_body(await request.body())
     if body.examples is not None:
-        limit = reg.settings.max_batch
-        if len(body.examples) > limit:
-            raise PayloadTooLarge(f"examples: {len(body.examples)} over the limit of {limit}")
+        check_batch(request, body.examples)
         results = await reg.predict(body.model, [e["features"] for e in body.examples])
         return json_response({"results": results})
     (result,) = await reg.predict(body.model, [body.features])
