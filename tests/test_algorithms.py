@@ -143,6 +143,18 @@ def test_online_bagging_converges_to_batch_bagging():
     assert agree / len(test) >= 0.99
 
 
+def test_online_boosting_converges_to_adaboost():
+    """Oza (2001) §4.5: with naive Bayes, online boosting converges to batch boosting."""
+    train = list(categorical_stream(50_000, seed=3, n_features=8, n_values=5))
+    test = [x for x, _ in categorical_stream(2_000, seed=4, n_features=8, n_values=5)]
+    X, y = [x for x, _ in train], [t for _, t in train]
+    online = OnlineBoosting(NaiveBayes(), n_models=10, seed=1)
+    online.learn_many(X, y)
+    batch = AdaBoost(NaiveBayes(), n_models=10, seed=1).fit(X, y)
+    agree = sum(a == b for a, b in zip(online.predict_many(test), batch.predict_many(test)))
+    assert agree / len(test) >= 0.99
+
+
 def test_priming_then_online():
     data = list(mixed_stream(1200, 9))
     X, y = [x for x, _ in data], [t for _, t in data]
