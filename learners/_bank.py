@@ -204,7 +204,7 @@ class TreeBank:
         self._w1[0] = w
         self._seq1[0] = self.n_seen
         self._ncls1[0] = n_cls
-        need = (max(2, s._max_values) + 2) if do_learn else 0
+        need = self.need() if do_learn else 0
         out = self._out1
         while not kernel(self.B, ipar, fstate, xn, xc, self._y1, self._w1, self._seq1, 0, do_predict,
                          do_learn, out, self._ncls1, s.code_attr_array, need):  # fmt: skip
