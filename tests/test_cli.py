@@ -127,35 +127,10 @@ def test_models_create_list_show_delete(server):
 
 def test_learn_predict_and_delayed_label(server):
     run("models", "create", "m2", "--spec", "single:naive_bayes", "--server", server)
-    first = json.loads(
-        run(
-            "learn",
-            "m2",
-            "yes",
-            "temp=20",
-            "outlook=sunny",
-            "--id",
-            "k1",
-            "--json",
-            "--server",
-            server,
-        ).stdout  # fmt: skip
-    )
+    learn_k1 = ("learn", "m2", "yes", "temp=20", "outlook=sunny", "--id", "k1", "--json")
+    first = json.loads(run(*learn_k1, "--server", server).stdout)
     assert first["prediction"] is None and first["duplicate"] is False
-    again = json.loads(
-        run(
-            "learn",
-            "m2",
-            "yes",
-            "temp=20",
-            "outlook=sunny",
-            "--id",
-            "k1",
-            "--json",
-            "--server",
-            server,
-        ).stdout  # fmt: skip
-    )
+    again = json.loads(run(*learn_k1, "--server", server).stdout)  # a retry of the same id
     assert again["duplicate"] is True and again["seq"] == first["seq"]
     p = json.loads(
         run("predict", "m2", "temp=21", "outlook=sunny", "--json", "--server", server).stdout
