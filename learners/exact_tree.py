@@ -10,7 +10,8 @@ ID3/C4.5-style tree.
 
 Memory grows with the stream: ``O(n_examples * n_features)`` floats for the examples plus
 ``O(n_examples * depth)`` indices in the nodes -- about 8 bytes per feature plus 8 bytes per level
-per stored example, e.g. ~1.5 MB for Nursery's 10k examples of 8 features; an ensemble multiplies
+per stored example, e.g. ~1.5 MB for Nursery's 10k examples of 8 features, plus a table of
+weighted class counts per categorical value at every internal node; an ensemble multiplies
 this by its number of members (online bagging stores ~63% of the examples in each member). Use it for small and medium streams (the thesis'
 UCI datasets, a calendar with thousands of appointments); use the Hoeffding tree for unbounded ones.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numba as nb
 import numpy as np
 
 from learners.base import BatchMixin, Label, State, argmax_label
@@ -39,14 +41,126 @@ def _xlogx(a: np.ndarray) -> np.ndarray:
     return out
 
 
+@nb.njit(cache=True)
+def _xl(a: float) -> float:
+    return a * math.log2(a) if a > 0.0 else 0.0
+
+
+@nb.njit(cache=True)
+def _cat_gains(counts, starts, sizes, rank, total, h_parent, binary, gain_out, code_out):  # noqa: ANN001
+    """Information gain of every categorical feature from a node's count table.
+
+    ``counts[slot, class]``: weighted class counts, one slot per known value of each feature plus a
+    last slot (per feature) for missing values; feature ``j`` owns slots ``starts[j]`` to
+    ``starts[j] + sizes[j] - 1``. Writes ``gain_out[j]`` (``-1``: no valid test) and, for binary
+    ``x == v`` tests, the best value's code in ``code_out[j]`` (ties: lowest ``rank``, i.e. the
+    value whose name sorts first)."""
+    C = counts.shape[1]
+    known = np.zeros(C)
+    slot_gain = np.empty(counts.shape[0])
+    for j in range(starts.shape[0]):
+        gain_out[j] = -1.0
+        code_out[j] = -1
+        lo = starts[j]
+        miss = lo + sizes[j] - 1
+        nonempty = 0
+        xl_branch = 0.0
+        xl_counts = 0.0
+        for s in range(lo, miss + 1):
+            bw = 0.0
+            for k in range(C):
+                c = counts[s, k]
+                bw += c
+                xl_counts += _xl(c)
+            if bw > 0.0:
+                nonempty += 1
+            xl_branch += _xl(bw)
+        if nonempty < 2:
+            continue
+        if not binary:
+            gain_out[j] = h_parent - (xl_branch - xl_counts) / total
+            continue
+        miss_w = 0.0
+        xl_miss = 0.0
+        for k in range(C):
+            known[k] = 0.0
+            miss_w += counts[miss, k]
+            xl_miss += _xl(counts[miss, k])
+        for s in range(lo, miss):
+            for k in range(C):
+                known[k] += counts[s, k]
+        best = -1.0
+        for s in range(lo, miss):
+            bw = 0.0
+            rest_w = 0.0
+            xl_c = 0.0
+            xl_rest = 0.0
+            for k in range(C):
+                c = counts[s, k]
+                r = known[k] - c
+                bw += c
+                rest_w += r
+                xl_c += _xl(c)
+                xl_rest += _xl(r)
+            g = -1.0
+            if bw > 0.0 and rest_w + miss_w > 0.0:
+                h = (_xl(bw) + _xl(rest_w) + _xl(miss_w) - xl_c - xl_rest - xl_miss) / total
+                g = h_parent - h
+            slot_gain[s] = g
+            if g > best:
+                best = g
+        if best < 0.0:
+            continue
+        best_code = -1
+        for s in range(lo, miss):  # ties: the value whose name sorts first
+            if slot_gain[s] >= best - 1e-12 and (best_code < 0 or rank[s] < rank[lo + best_code]):
+                best_code = s - lo
+        gain_out[j] = slot_gain[lo + best_code]
+        code_out[j] = best_code
+
+
+@nb.njit(cache=True)
+def _count_table(X, idx, y, w, cols, sizes, starts, n_cls):  # noqa: ANN001
+    """The count table (see ``_cat_gains``) of the stored examples ``idx``, summed in order."""
+    n_slots = 0
+    for j in range(sizes.shape[0]):
+        n_slots += sizes[j]
+    counts = np.zeros((n_slots, n_cls))
+    for i in idx:
+        k = y[i]
+        for j in range(cols.shape[0]):
+            v = X[i, cols[j]]
+            slot = starts[j] + (sizes[j] - 1 if np.isnan(v) else int(v))
+            counts[slot, k] += w[i]
+    return counts
+
+
+@nb.njit(cache=True)
+def _entropy(dist):  # noqa: ANN001
+    """``(total weight, entropy in bits, number of classes present)`` of a class distribution."""
+    total = 0.0
+    xl = 0.0
+    present = 0
+    for c in dist:
+        total += c
+        xl += _xl(c)
+        if c > 0.0:
+            present += 1
+    if total <= 0.0:
+        return total, 0.0, present
+    return total, math.log2(total) - xl / total, present
+
+
 class _Node:
-    __slots__ = ("idx", "dist", "test", "children")
+    __slots__ = ("idx", "dist", "test", "children", "cc", "ver")
 
     def __init__(self, idx: np.ndarray, dist: np.ndarray) -> None:
         self.idx = idx  # indices of the stored examples reaching this node, in arrival order
         self.dist = dist  # weighted class counts of those examples
         self.test: tuple[int, float | None] | None = None  # (column, threshold or None)
         self.children: dict[int, _Node] = {}
+        self.cc: np.ndarray | None = None  # categorical count table (see _cat_gains)
+        self.ver = -1  # layout version the count table was made for
 
 
 class ExactTree(BatchMixin):
@@ -68,7 +182,10 @@ class ExactTree(BatchMixin):
     the tree dirty. The next prediction brings the tree up to date: a few pending examples are
     inserted along their paths (re-checking the test of each node passed, regrowing the subtree
     below a node whose best test changed), many pending examples trigger one batch build. Both
-    routes give the same tree. Memory grows linearly with the stream (see the module docstring).
+    routes give the same tree. Internal nodes keep weighted class counts per categorical value,
+    updated by each insert, so re-checking a categorical test costs no pass over the node's
+    examples (numeric tests still sort them). Memory grows linearly with the stream (see the
+    module docstring).
 
     Parameters
     ----------
@@ -134,6 +251,9 @@ class ExactTree(BatchMixin):
         self._n = 0
         self._root: _Node | None = None
         self._n_built = 0  # examples already reflected in the tree
+        self._ver = 0  # bumped whenever a feature, a category or a class is added
+        self._layout: tuple | None = None  # categorical slot layout for _ver (see _slot_layout)
+        self._last: tuple | None = None  # (x, copy of x, _ver, encoded row): the last row encoded
 
     @property
     def n_examples(self) -> int:
@@ -148,6 +268,7 @@ class ExactTree(BatchMixin):
     # --------------------------------------------------------------- encoding
     def _add_feature(self, name: str, value: Any) -> int:
         col = len(self._features)
+        self._ver += 1
         self._features.append(name)
         self._col[name] = col
         self._kind.append(_CAT if isinstance(value, str | bool) else _NUM)
@@ -184,7 +305,18 @@ class ExactTree(BatchMixin):
             if not grow:
                 return math.nan
             code = vocab[key] = len(vocab)
+            self._ver += 1
         return float(code)
+
+    def _predict_row(self, x: dict[str, Any]) -> np.ndarray:
+        """``_row(x, grow=False)``, reusing the last encoding of the same unchanged dict (an
+        ensemble asks a member to learn ``x`` and then to predict it)."""
+        last = self._last
+        if last is not None and last[0] is x and last[2] == self._ver and last[1] == x:
+            return last[3]
+        row = self._row(x, grow=False)
+        self._last = (x, dict(x), self._ver, row)
+        return row
 
     def _row(self, x: dict[str, Any], grow: bool) -> np.ndarray:
         """Encode ``x`` as a row of codes; unseen categories map to ``-2`` when not growing."""
@@ -216,6 +348,8 @@ class ExactTree(BatchMixin):
         if y not in self._class_idx:
             self._class_idx[y] = len(self._classes)
             self._classes.append(y)
+            self._ver += 1
+        self._last = (x, dict(x), self._ver, row[: len(self._features)])
         if self._n == self._X.shape[0]:
             cap = 2 * self._X.shape[0]
             grown = np.full((cap, self._X.shape[1]), np.nan)
@@ -231,82 +365,77 @@ class ExactTree(BatchMixin):
     def _class_counts(self, idx: np.ndarray) -> np.ndarray:
         return np.bincount(self._y[idx], weights=self._w[idx], minlength=len(self._classes))
 
-    def _best_test(self, idx: np.ndarray, dist: np.ndarray, depth: int) -> tuple | None:
-        """The test of a node reached by ``idx``: ``(column, threshold | None)``, or ``None``.
+    def _slot_layout(self) -> tuple:
+        """``(version, categorical columns, slots per column, first slot, rank, by_name)`` of the
+        count tables: one slot per known value of each categorical column plus one for missing;
+        ``rank`` orders the values of a column by name, ``by_name`` lists ``(column, index among
+        the categorical columns or -1)`` by feature name (both for ties)."""
+        if self._layout is None or self._layout[0] != self._ver:
+            cols = np.array([c for c, k in enumerate(self._kind) if k == _CAT], dtype=np.int64)
+            sizes = np.array([len(self._vocab[c]) + 1 for c in cols], dtype=np.int64)
+            starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+            rank = np.zeros(int(sizes.sum()), dtype=np.int64)
+            for j, col in enumerate(cols.tolist()):
+                names = list(self._vocab[col])
+                for r, code in enumerate(sorted(range(len(names)), key=names.__getitem__)):
+                    rank[starts[j] + code] = r
+            pos = {col: j for j, col in enumerate(cols.tolist())}
+            by_name = [(c, pos.get(c, -1)) for c in sorted(pos.keys() | set(range(len(self._kind))),
+                                                          key=self._features.__getitem__)]  # fmt: skip
+            self._layout = (self._ver, cols, sizes, starts, rank, by_name)
+        return self._layout
+
+    def _slots(self, i: int) -> np.ndarray:
+        """Count-table slots of the categorical values of stored example ``i``."""
+        _, cols, sizes, starts, _, _ = self._slot_layout()
+        xc = self._X[i, cols]
+        return np.where(np.isnan(xc), sizes - 1, xc).astype(np.int64) + starts
+
+    def _counts(self, node: _Node) -> np.ndarray:
+        """The node's categorical count table ``[slot, class]`` (rebuilt if the layout changed)."""
+        if node.ver != self._ver or node.cc is None:
+            _, cols, sizes, starts, _, _ = self._slot_layout()
+            node.cc = _count_table(self._X, node.idx, self._y, self._w, cols, sizes, starts,
+                                   len(self._classes))  # fmt: skip
+            node.ver = self._ver
+        return node.cc
+
+    def _best_test(self, node: _Node, depth: int) -> tuple | None:
+        """The test of ``node``: ``(column, threshold | code | None)``, or ``None`` (a leaf).
 
         This single function decides every node, for batch builds and incremental updates alike.
+        Categorical gains come from the node's count table (compiled ``_cat_gains``), numeric
+        ones from a sort of the node's examples.
         """
-        if (self.max_depth is not None and depth >= self.max_depth) or np.count_nonzero(dist) < 2:
+        if self.max_depth is not None and depth >= self.max_depth:
             return None
-        n_cls = len(self._classes)
-        total = dist.sum()
-        h_parent = math.log2(total) - _xlogx(dist).sum() / total
-        yv, wv = self._y[idx], self._w[idx]
-        cand: dict[int, tuple[float, float | None]] = {}  # column -> (gain, threshold | code)
-        cat_cols = [c for c, k in enumerate(self._kind) if k == _CAT]
-        if cat_cols:
-            self._categorical_gains(idx, yv, wv, cat_cols, n_cls, total, h_parent, cand)
-        for col, kind in enumerate(self._kind):
-            if kind == _NUM:
-                self._numeric_gain(idx, yv, wv, col, n_cls, total, h_parent, cand)
-        best_gain, best = self.min_gain, None
-        for col in sorted(cand, key=self._features.__getitem__):  # ties: first feature name
-            gain, threshold = cand[col]
-            if gain > best_gain + 1e-12:
-                best_gain, best = gain, (col, threshold)
+        total, h_parent, present = _entropy(node.dist)
+        if present < 2:
+            return None
+        _, cols, sizes, starts, rank, by_name = self._slot_layout()
+        gains: list[float] = []
+        codes: list[int] = []
+        binary = self.split == "binary"
+        if cols.size:
+            g, c = np.empty(cols.size), np.empty(cols.size, dtype=np.int64)
+            _cat_gains(self._counts(node), starts, sizes, rank, total, h_parent, binary, g, c)
+            gains, codes = g.tolist(), c.tolist()
+        num: dict[int, tuple[float, float | None]] = {}  # column -> (gain, threshold)
+        if len(cols) < len(self._kind):
+            idx = node.idx
+            yv, wv = self._y[idx], self._w[idx]
+            n_cls = len(self._classes)
+            for col, kind in enumerate(self._kind):
+                if kind == _NUM:
+                    self._numeric_gain(idx, yv, wv, col, n_cls, total, h_parent, num)
+        bar, best = self.min_gain + 1e-12, None  # a test must beat the best so far by 1e-12
+        for col, j in by_name:  # ties: the feature whose name sorts first
+            if j >= 0:  # categorical; gain -1: no valid test on this column
+                if gains[j] > bar:
+                    bar, best = gains[j] + 1e-12, (col, float(codes[j]) if binary else None)
+            elif col in num and num[col][0] > bar:
+                bar, best = num[col][0] + 1e-12, (col, num[col][1])
         return best
-
-    def _categorical_gains(self, idx, yv, wv, cat_cols, n_cls, total, h_parent, cand) -> None:
-        """Gains of all categorical features at once (one bincount over every value slot).
-
-        Each feature has one slot per known value plus a last slot for missing values.
-        """
-        sizes = np.array([len(self._vocab[c]) + 1 for c in cat_cols], dtype=np.int64)
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        n_slots = int(sizes.sum())
-        Xc = self._X[np.ix_(idx, cat_cols)]
-        codes = np.where(np.isnan(Xc), sizes - 1, Xc).astype(np.int64) + starts
-        flat = codes * n_cls + yv[:, None]
-        weights = np.broadcast_to(wv[:, None], flat.shape)
-        counts = np.bincount(flat.ravel(), weights=weights.ravel(), minlength=n_slots * n_cls)
-        counts = counts.reshape(n_slots, n_cls)
-        branch_w = counts.sum(axis=1)
-        xl_counts = _xlogx(counts).sum(axis=1)
-        xl_branch = _xlogx(branch_w)
-        nonempty = np.add.reduceat((branch_w > 0).astype(np.int64), starts)
-        if self.split == "multiway":
-            h = (np.add.reduceat(xl_branch, starts) - np.add.reduceat(xl_counts, starts)) / total
-            for j, col in enumerate(cat_cols):
-                if nonempty[j] >= 2:
-                    cand[col] = (float(h_parent - h[j]), None)
-            return
-        # binary: value v vs the other known values vs missing
-        miss_slot = starts + sizes - 1
-        slot_attr = np.repeat(np.arange(len(cat_cols)), sizes)
-        known_tot = np.add.reduceat(counts, starts, axis=0) - counts[miss_slot]
-        rest = known_tot[slot_attr] - counts
-        rest_w = rest.sum(axis=1)
-        miss_w = branch_w[miss_slot][slot_attr]
-        h = (
-            xl_branch
-            + _xlogx(rest_w)
-            + _xlogx(miss_w)
-            - xl_counts
-            - _xlogx(rest).sum(axis=1)
-            - xl_counts[miss_slot][slot_attr]
-        ) / total
-        valid = (branch_w > 0) & (rest_w + miss_w > 0)
-        valid[miss_slot] = False
-        gains = np.where(valid, h_parent - h, -1.0)
-        best = np.maximum.reduceat(gains, starts)
-        for j, col in enumerate(cat_cols):
-            if nonempty[j] < 2 or best[j] < 0:
-                continue
-            lo = int(starts[j])
-            ties = np.flatnonzero(gains[lo : lo + sizes[j] - 1] >= best[j] - 1e-12)
-            names = list(self._vocab[col])  # ties go to the value whose name sorts first
-            k = int(min(ties, key=names.__getitem__))
-            cand[col] = (float(gains[lo + k]), float(k))
 
     def _numeric_gain(self, idx, yv, wv, col, n_cls, total, h_parent, cand) -> None:
         """Best binary threshold of a numeric feature (midpoints of sorted distinct values)."""
@@ -352,25 +481,50 @@ class ExactTree(BatchMixin):
             return 0 if value == threshold else 1  # binary categorical test x == v
         return 0 if value <= threshold else 1
 
+    def _branch_keys(self, test: tuple, values: np.ndarray) -> np.ndarray:
+        """``_branch`` of many stored values at once."""
+        col, threshold = test
+        miss = np.isnan(values)
+        if threshold is None:
+            keys = np.where(miss, 0.0, values).astype(np.int64)
+        elif self._kind[col] == _CAT:
+            keys = (values != threshold).astype(np.int64)
+        else:
+            keys = (values > threshold).astype(np.int64)
+        keys[miss] = _MISSING
+        return keys
+
     def _build(self, idx: np.ndarray, depth: int) -> _Node:
         """Batch-grow the subtree for the examples ``idx`` (in arrival order)."""
         node = _Node(idx, self._class_counts(idx))
-        node.test = self._best_test(idx, node.dist, depth)
-        if node.test is None:
-            return node
-        col = node.test[0]
-        keys = np.array([self._branch(node.test, v) for v in self._X[idx, col]], dtype=np.int64)
-        for key in dict.fromkeys(keys.tolist()):
-            node.children[key] = self._build(idx[keys == key], depth + 1)
+        node.test = self._best_test(node, depth)
+        self._grow_children(node, depth)
         return node
 
-    def _insert(self, node: _Node, i: int, depth: int) -> _Node:
-        """Add stored example ``i`` below ``node``; regrow where the best test changes."""
+    def _grow_children(self, node: _Node, depth: int) -> None:
+        """(Re)build the children of ``node`` under its test."""
+        node.children = {}
+        if node.test is None:
+            return
+        keys = self._branch_keys(node.test, self._X[node.idx, node.test[0]])
+        for key in dict.fromkeys(keys.tolist()):
+            node.children[key] = self._build(node.idx[keys == key], depth + 1)
+
+    def _insert(self, node: _Node, i: int, depth: int, slots: np.ndarray) -> _Node:
+        """Add stored example ``i`` (categorical count slots ``slots``) below ``node``; regrow
+        where the best test changes."""
         node.idx = np.append(node.idx, i)
-        node.dist = self._class_counts(node.idx)
-        test = self._best_test(node.idx, node.dist, depth)
+        y, w = self._y[i], self._w[i]
+        if node.dist.shape[0] < len(self._classes):
+            node.dist = self._padded(node.dist)
+        node.dist[y] += w  # same summation order as the batch bincount
+        if node.cc is not None and node.ver == self._ver:
+            node.cc[slots, y] += w
+        test = self._best_test(node, depth)
         if test != node.test:
-            return self._build(node.idx, depth)
+            node.test = test
+            self._grow_children(node, depth)
+            return node
         if test is None:
             return node
         key = self._branch(test, self._X[i, test[0]])
@@ -378,7 +532,7 @@ class ExactTree(BatchMixin):
         if child is None:
             node.children[key] = self._build(np.array([i], dtype=np.int64), depth + 1)
         else:
-            node.children[key] = self._insert(child, i, depth + 1)
+            node.children[key] = self._insert(child, i, depth + 1, slots)
         return node
 
     def _update(self) -> None:
@@ -390,7 +544,7 @@ class ExactTree(BatchMixin):
             self._root = self._build(np.arange(self._n, dtype=np.int64), 0)
         else:
             for i in range(self._n_built, self._n):
-                self._root = self._insert(self._root, i, 0)
+                self._root = self._insert(self._root, i, 0, self._slots(i))
         self._n_built = self._n
 
     def rebuild(self) -> None:
@@ -404,7 +558,7 @@ class ExactTree(BatchMixin):
         if self._n == 0:
             return {}
         self._update()
-        row = self._row(x, grow=False)
+        row = self._predict_row(x)
         node = self._root
         assert node is not None
         while node.test is not None:
