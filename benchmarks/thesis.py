@@ -13,8 +13,10 @@ equivalents, relative running times (Tables 3.8-3.10), the calendar study (Table
 synthetic calendar of ``app/synth.py``, and the Car Evaluation learning curves of Fig. 4.5 as a PNG
 next to the markdown file. A JSON file with every raw number is written beside it as well.
 
-Run from the repository root (``--rerender results/thesis.json`` rebuilds the markdown from a
-saved run)::
+Every task (dataset x base model x algorithm, calendar seed, curves) is cached in ``--cache-dir``
+when it finishes, keyed by the protocol arguments and the source of the code it ran: re-running an
+interrupted command resumes it. Run from the repository root (``--rerender results/thesis.json``
+rebuilds the markdown from a saved run)::
 
     python benchmarks/thesis.py --data-dir ../shared/datasets/raw              # full protocol
     python benchmarks/thesis.py --data-dir ../shared/datasets/raw --quick --out /tmp/t.md
@@ -217,44 +219,41 @@ def folds(ds: Dataset, runs: int, seed: int) -> list[tuple[int, int, np.ndarray,
     return out
 
 
-def evaluate(ds: Dataset, learner_key: str, args: argparse.Namespace, log: Callable) -> dict:
-    """Accuracies (per fold) and running times (seconds per fold) of every algorithm."""
-    acc: dict[str, list[float]] = defaultdict(list)
-    secs: dict[str, list[float]] = defaultdict(list)
-    algos = [a for a in args.algorithms if not excluded(args, learner_key, a, ds.name)]
+def evaluate(
+    ds: Dataset, learner_key: str, algo: str, args: argparse.Namespace, log: Callable
+) -> dict:
+    """Accuracy (per fold) and running time (seconds per fold) of one algorithm; an online
+    algorithm's fold result is its mean over ``--orders`` orderings of the training fold."""
+    acc: list[float] = []
+    secs: list[float] = []
     splits = folds(ds, args.runs, args.seed)
     if len(ds) > args.large and args.max_folds_large:
         splits = splits[: args.max_folds_large]
     warm = list(splits[0][2][:30])  # untimed warm-up: numba compiles on first use
-    for algo in algos:
-        model = make_model(algo, learner_key, 2, 0)
-        fit(model, [ds.X[i] for i in warm], [ds.y[i] for i in warm])
-        predict(model, [ds.X[i] for i in warm[:5]])
+    model = make_model(algo, learner_key, 2, 0)
+    fit(model, [ds.X[i] for i in warm], [ds.y[i] for i in warm])
+    predict(model, [ds.X[i] for i in warm[:5]])
     for r, f, train, test in splits:
         Xtr, ytr = [ds.X[i] for i in train], [ds.y[i] for i in train]
         Xte, yte = [ds.X[i] for i in test], [ds.y[i] for i in test]
-        for algo in algos:
-            orders = args.orders if algo.startswith("online") else 1
-            fold_acc, fold_secs = [], []
-            for o in range(orders):
-                model_seed = 1 + 1000 * r + 100 * f + o
-                if algo.startswith("online"):
-                    perm = np.random.default_rng([args.seed, r, f, o]).permutation(len(train))
-                    X, y = [Xtr[i] for i in perm], [ytr[i] for i in perm]
-                else:
-                    X, y = Xtr, ytr
-                t0 = time.perf_counter()
-                model = make_model(algo, learner_key, args.n_models, model_seed)
-                fit(model, X, y)
-                fold_acc.append(accuracy(model, Xte, yte))
-                fold_secs.append(time.perf_counter() - t0)
-            acc[algo].append(float(np.mean(fold_acc)))
-            secs[algo].append(float(np.mean(fold_secs)))
-        log(
-            f"  {ds.name}/{learner_key} run {r} fold {f}: "
-            + " ".join(f"{a}={acc[a][-1]:.4f}" for a in algos)
-        )
-    return {"acc": dict(acc), "secs": dict(secs)}
+        orders = args.orders if algo.startswith("online") else 1
+        fold_acc, fold_secs = [], []
+        for o in range(orders):
+            model_seed = 1 + 1000 * r + 100 * f + o
+            if algo.startswith("online"):
+                perm = np.random.default_rng([args.seed, r, f, o]).permutation(len(train))
+                X, y = [Xtr[i] for i in perm], [ytr[i] for i in perm]
+            else:
+                X, y = Xtr, ytr
+            t0 = time.perf_counter()
+            model = make_model(algo, learner_key, args.n_models, model_seed)
+            fit(model, X, y)
+            fold_acc.append(accuracy(model, Xte, yte))
+            fold_secs.append(time.perf_counter() - t0)
+        acc.append(float(np.mean(fold_acc)))
+        secs.append(float(np.mean(fold_secs)))
+        log(f"  {ds.name}/{learner_key}/{algo} run {r} fold {f}: {acc[-1]:.4f}")
+    return {"acc": acc, "secs": secs}
 
 
 def excluded(args: argparse.Namespace, learner: str, algo: str, dataset: str) -> bool:
@@ -352,7 +351,7 @@ def calendar_study(args: argparse.Namespace, log: Callable, seed: int = 0) -> di
     return {k: dict(v) for k, v in out.items()}
 
 
-def car_curves(args: argparse.Namespace, data_dir: Path, png: Path, log: Callable) -> dict:
+def car_curves(args: argparse.Namespace, data_dir: Path, log: Callable) -> dict:
     """Fig. 4.5: learning curves on Car Evaluation, batch vs online vs primed online boosting."""
     ds = load("car", data_dir)
     _, _, train, test = folds(ds, 1, args.seed)[0]
@@ -377,24 +376,30 @@ def car_curves(args: argparse.Namespace, data_dir: Path, png: Path, log: Callabl
         fit(primed, X[p:m], y[p:m])
         curves["primed online boosting"].append(accuracy(primed, Xte, yte))
         log(f"  car curve m={m}: " + " ".join(f"{k}={v[-1]:.4f}" for k, v in curves.items()))
+    return {"sizes": sizes, "curves": dict(curves), "n_models": n_models}
+
+
+def plot_curves(cur: dict, png: Path) -> None:
+    """Draw the Fig. 4.5 curves of ``car_curves`` into ``png``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for name, ys in curves.items():
-        ax.plot(sizes, ys, marker="o", label=name)
+    for name, ys in cur["curves"].items():
+        ax.plot(cur["sizes"], ys, marker="o", label=name)
     ax.set_xlabel("Number of training examples")
     ax.set_ylabel("Fraction correct (test fold)")
-    ax.set_title(f"Car Evaluation with decision trees ({n_models} models) - cf. Oza Fig. 4.5")
+    ax.set_title(
+        f"Car Evaluation with decision trees ({cur['n_models']} models) - cf. Oza Fig. 4.5"
+    )
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=110)
     plt.close(fig)
-    return {"sizes": sizes, "curves": dict(curves), "n_models": n_models, "png": png.name}
 
 
 # --------------------------------------------------------------------------- report
@@ -604,7 +609,7 @@ def render(results: dict, args: argparse.Namespace, command: str) -> str:
         add("## Fig. 4.5 — learning curves on Car Evaluation (decision trees)")
         add("")
         add(
-            f"![Car learning curves]({cur['png']})  \n"
+            f"![Car learning curves]({args.out.stem}_car_curves.png)  \n"
             f"One fivefold split (test fold 0), one ordering of the training fold, "
             f"{cur['n_models']} models; primed = `model.prime()` on the first 20% of the examples "
             f"seen, online for the rest."
@@ -650,15 +655,27 @@ def _log(args: argparse.Namespace, msg: str) -> None:
         print(msg, flush=True)  # noqa: T201 (a benchmark reports progress)
 
 
+@functools.lru_cache(maxsize=2)
+def _load(name: str, data_dir: Path) -> Dataset:
+    return load(name, data_dir)
+
+
 def run_task(task: tuple, args: argparse.Namespace) -> tuple[tuple, Any, list[str]]:
-    """One unit of work (run in a worker process with ``--jobs``)."""
+    """One unit of work (run in a worker process with ``--jobs``): ``("eval", dataset, learner,
+    algorithm)``, ``("diag", dataset, "stump", "")``, ``("calendar", seed, "", "")`` or
+    ``("curves", "car", "tree", "")``. Results come from the cache when it has them."""
     TREE_SPLIT["split"] = args.tree_split
-    kind, d, key = task
+    kind, d, key, algo = task
     log = functools.partial(_log, args)
+    cached = _cache_path(task, args)
+    if cached is not None and cached.exists():
+        hit = json.loads(cached.read_text())
+        log(f"{kind} {d} {key} {algo}: cached ({cached.name})")
+        return task, hit["out"], hit["notes"]
     t0 = time.time()
     notes: list[str] = []
     if kind in ("eval", "diag"):
-        ds = load(d, args.data_dir)
+        ds = _load(d, args.data_dir)
         notes = [f"{d}: {n}" for n in ds.notes]
         if kind == "eval":
             if len(ds) > args.large and args.max_folds_large:
@@ -666,17 +683,58 @@ def run_task(task: tuple, args: argparse.Namespace) -> tuple[tuple, Any, list[st
                     f"{d}: only the first {args.max_folds_large} fold(s) of the CV were run "
                     f"(--max-folds-large)"
                 )
-            out = evaluate(ds, key, args, log)
+            out = evaluate(ds, key, algo, args, log)
         else:
             out = stump_diagnosis(ds, args.seed)
     elif kind == "calendar":
         sub = argparse.Namespace(**{**vars(args), "calendar_seeds": 1})
         out = calendar_study(sub, log, seed=int(d))
     else:
-        png = args.out.with_name(args.out.stem + "_car_curves.png")
-        out = car_curves(args, args.data_dir, png, log)
-    log(f"{kind} {d} {key} done in {time.time() - t0:.1f}s")
+        out = car_curves(args, args.data_dir, log)
+    log(f"{kind} {d} {key} {algo} done in {time.time() - t0:.1f}s")
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"task": task, "out": out, "notes": notes}, default=str))
+        tmp.replace(cached)
     return task, out, notes
+
+
+# What a cached task result depends on: the engine, the data loaders, the synthetic calendar and
+# the protocol code below, plus the protocol arguments (not the report's rendering).
+_CACHE_SOURCES = ("learners", "ensembles", "benchmarks/datasets.py", "app/synth.py")
+_CACHE_FUNCS = (folds, evaluate, make_base, make_model, fit, predict, accuracy,
+                predict_then_learn, stump_diagnosis, calendar_study, car_curves)  # fmt: skip
+_CACHE_ARGS = ("runs", "orders", "n_models", "seed", "tree_split", "large", "max_folds_large",
+               "calendar_n", "calendar_models", "calendar_tree_split", "curve_sizes",
+               "curve_models", "learners")  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1)
+def _code_hash() -> str:
+    import hashlib
+    import inspect
+
+    h = hashlib.sha256()
+    for src in _CACHE_SOURCES:
+        path = ROOT / src
+        for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            h.update(f.relative_to(ROOT).as_posix().encode() + f.read_bytes())
+    for fn in _CACHE_FUNCS:
+        h.update(inspect.getsource(fn).encode())
+    return h.hexdigest()
+
+
+def _cache_path(task: tuple, args: argparse.Namespace) -> Path | None:
+    """Where the result of ``task`` under these arguments and this code is cached (or None)."""
+    if args.cache_dir is None:
+        return None
+    import hashlib
+
+    key = json.dumps([list(task), {a: getattr(args, a) for a in _CACHE_ARGS}, _code_hash()],
+                     sort_keys=True, default=str)  # fmt: skip
+    name = "-".join(t for t in task if t) + "-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+    return Path(args.cache_dir) / f"{name}.json"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -723,6 +781,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--max-folds-large", type=int, default=0, help="CV folds run on large datasets (0: all)"
     )
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
+    ap.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=ROOT / "benchmarks" / ".thesis-cache",
+        help="finished tasks are kept here, so an interrupted run resumes where it stopped; a "
+        "change to the engine, the loaders or the protocol code starts afresh",
+    )
+    ap.add_argument("--no-cache", dest="cache_dir", action="store_const", const=None)
     ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "thesis.md")
@@ -786,21 +852,14 @@ def main(argv: list[str] | None = None) -> int:
         for key in args.learners:
             if key == "tree" and d not in args.tree_datasets:
                 continue
-            tasks.append(("eval", d, key))
+            tasks += [("eval", d, key, a) for a in args.algorithms if not excluded(args, key, a, d)]
         if "stump" in args.learners:
-            tasks.append(("diag", d, "stump"))
+            tasks.append(("diag", d, "stump", ""))
     if args.calendar_seeds > 0:
-        tasks += [("calendar", str(s), "") for s in range(args.calendar_seeds)]
+        tasks += [("calendar", str(s), "", "") for s in range(args.calendar_seeds)]
     if args.curve_sizes and "tree" in args.learners:
-        tasks.append(("curves", "car", "tree"))
-    # cheapest first, so that an interrupted run leaves the small datasets done (partial report)
-    weight = {d: i for i, d in enumerate(ORDER)}
-    tasks.sort(
-        key=lambda t: (
-            {"eval": 1, "diag": 0, "calendar": 30, "curves": 60}[t[0]]
-            * (1 if t[0] != "eval" else (10 if t[2] == "tree" else 1) * (1 + weight[t[1]]))
-        )
-    )
+        tasks.append(("curves", "car", "tree", ""))
+    tasks.sort(key=_task_cost, reverse=True)  # longest first: the workers finish together
     run = functools.partial(run_task, args=args)
     outputs: list = []
 
@@ -829,16 +888,30 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _task_cost(task: tuple) -> float:
+    """A rough relative running time of a task (for scheduling only)."""
+    kind, d, key, algo = task
+    if kind != "eval":
+        return {"diag": 1.0, "calendar": 3e4, "curves": 1e5}[kind]
+    n = {"promoters": 106, "balance": 625, "breast_cancer": 699, "german": 1000, "car": 1728,
+         "chess": 3196, "mushroom": 8124, "nursery": 12960}.get(d, 6000)  # fmt: skip
+    per = {"single": 1, "bagging": 60, "online_bagging": 40, "boosting": 60, "online_boosting": 40}
+    if key == "tree":
+        return 10 * n * (per[algo] * (8 if algo == "online_boosting" else 1))
+    return n * per[algo]
+
+
 def assemble(base: dict, outputs: list, t_start: float) -> dict:
     """Merge task outputs into one results dict."""
     results: dict[str, Any] = {
         "accuracy": {}, "notes": list(NOTES), "dataset_notes": list(base["dataset_notes"]),
     }  # fmt: skip
     calendars = []
-    for (kind, d, key), out, notes in outputs:
+    for (kind, d, key, algo), out, notes in outputs:
         results["dataset_notes"] += [n for n in notes if n not in results["dataset_notes"]]
         if kind == "eval":
-            results["accuracy"].setdefault(d, {})[key] = out
+            cell = results["accuracy"].setdefault(d, {}).setdefault(key, {"acc": {}, "secs": {}})
+            cell["acc"][algo], cell["secs"][algo] = out["acc"], out["secs"]
         elif kind == "diag":
             results.setdefault("stump_diagnosis", {})[d] = out
         elif kind == "calendar":
@@ -867,6 +940,8 @@ def write(
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text + "\n")
+    if results.get("curves") and not partial:
+        plot_curves(results["curves"], args.out.with_name(args.out.stem + "_car_curves.png"))
     args.out.with_suffix(".json").write_text(
         json.dumps({"command": command, "partial": partial, **results}, indent=1, default=str)
         + "\n"

@@ -22,15 +22,21 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("thesis") / "thesis.md"
+def _run(out: Path, *extra: str) -> subprocess.CompletedProcess:
     cmd = [
         sys.executable, str(ROOT / "benchmarks" / "thesis.py"), "--data-dir", str(DATA),
-        "--quick", "--datasets", "promoters", "--out", str(out), "--quiet",
+        "--quick", "--datasets", "promoters", "--out", str(out),
+        "--cache-dir", str(out.parent / "cache"), *extra,
     ]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("thesis") / "thesis.md"
+    _run(out, "--quiet")
     return out
 
 
@@ -76,3 +82,16 @@ def test_accuracies_are_sane(quick_run):
     md = quick_run.read_text()
     numbers = [float(x) for x in re.findall(r"\| \**_?(0\.\d{4})", md)]
     assert numbers and all(0.0 <= v <= 1.0 for v in numbers)
+
+
+def test_a_rerun_resumes_from_the_cache(quick_run):
+    """Every finished task is cached: a second run (as after an interruption) recomputes
+    nothing and reports the same numbers."""
+    again = quick_run.with_name("again.md")
+    proc = _run(again)
+    done = [line for line in proc.stdout.splitlines() if " done in " in line]
+    cached = [line for line in proc.stdout.splitlines() if ": cached (" in line]
+    assert not done and len(cached) >= 15, proc.stdout[-2000:]
+    first, second = (json.loads(p.with_suffix(".json").read_text()) for p in (quick_run, again))
+    assert first["accuracy"] == second["accuracy"] and first["calendar"] == second["calendar"]
+    assert first["curves"] == second["curves"]
