@@ -88,3 +88,12 @@ def poisson_block(lam, seed, seq0, n, member):
     for i in range(n):
         out[i] = poisson(lam, seed, seq0 + i, member)
     return out
+
+
+@nb.njit(cache=True)
+def uniform_block(seed, seq0, n, member, j):
+    """``uniform(seed, seq, member, j)`` for ``seq = seq0 .. seq0+n-1``, in one compiled call."""
+    out = np.empty(n)
+    for i in range(n):
+        out[i] = uniform(seed, seq0 + i, member, j)
+    return out

@@ -18,7 +18,7 @@ from learners.base import Features, Label
 from learners.native import STATE_FORMAT, STATE_VERSION
 from learners.schema import Schema, normalize_label
 
-from ._rng import uniform
+from ._rng import uniform_block
 
 _MAX_SEED = 2**63 - 1
 
@@ -319,6 +319,6 @@ def resample_counts(
     from the counter-based generator (bootstrap when the weights are equal)."""
     cdf = np.cumsum(np.asarray(weights, dtype=np.float64))
     cdf /= cdf[-1]
-    u = np.array([uniform(seed, tag + j, member, 7) for j in range(n_draws)])
+    u = uniform_block(seed, tag, n_draws, member, 7)  # draw j keyed by (seed, tag + j, member, 7)
     idx = np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1)
     return np.bincount(idx, minlength=len(cdf)).astype(np.float64)

@@ -1,4 +1,10 @@
-"""Batch bagging and AdaBoost over the same base learners (for the batch-vs-online comparison)."""
+"""Batch bagging and AdaBoost over the same base learners (for the batch-vs-online comparison).
+
+With a native base learner the training set is encoded once (``learners.EncodedRows``) and every
+member learns and predicts from those arrays; the members, their votes and their predictions are
+exactly those of the generic path, where each member reads the dicts itself (``learn_many`` on
+its resample, ``predict_many``), which any other learner takes.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from learners import argmax_label
+from learners import EncodedRows, NativeLearner, Schema, argmax_label
 from learners.base import Features, Label
 
 from .base import check_int, check_learner, resample_counts
@@ -25,9 +31,27 @@ class _BatchEnsemble:
         self.seed = seed
         self._members: list = []
         self._weights: list[float] = []
+        self._schema: Schema | None = None  # of the encoded training set (native learners)
+
+    def _encode(self, X: list, y: list) -> EncodedRows | None:
+        """The training set encoded once for all members, or ``None`` (not a native learner, or
+        rows that do not encode: each member then reads the dicts and fails, or not, as it
+        would on its own)."""
+        self._schema = None
+        if not isinstance(self.learner, NativeLearner):
+            return None
+        try:
+            enc = EncodedRows.for_learning(X, y)
+        except (ValueError, TypeError):
+            return None
+        self._schema = enc.schema
+        return enc
 
     @staticmethod
-    def _fit_member(member: Any, X: list, y: list, counts: np.ndarray) -> None:
+    def _fit_member(member: Any, X: list, y: list, counts: np.ndarray, enc: EncodedRows | None):
+        if enc is not None:
+            member.learn_encoded(enc, counts)
+            return
         rows = [i for i in range(len(X)) if counts[i] > 0]
         if hasattr(member, "learn_many"):
             member.learn_many([X[i] for i in rows], [y[i] for i in rows], [counts[i] for i in rows])
@@ -36,7 +60,10 @@ class _BatchEnsemble:
                 member.learn_one(X[i], y[i], w=float(counts[i]))
 
     @staticmethod
-    def _member_labels(member: Any, X: list[Features]) -> list:
+    def _member_labels(member: Any, X: list[Features], enc: EncodedRows | None) -> list:
+        if enc is not None:
+            labels = np.array([*member.classes, None], dtype=object)  # index -1: None
+            return labels[member.predict_encoded(enc)].tolist()
         if hasattr(member, "predict_many"):  # one compiled call for native learners
             return list(member.predict_many(X))
         return [member.predict_one(x) for x in X]
@@ -44,11 +71,17 @@ class _BatchEnsemble:
     def predict_proba_many(self, X: list[Features]) -> list[dict[Label, float]]:
         """Weighted vote of the members' labels, one dict per row (``{}`` if nobody votes)."""
         X = list(X)
+        enc = None
+        if self._schema is not None:  # native members: encode X once for all of them
+            try:
+                enc = EncodedRows.for_prediction(X, self._schema)
+            except (ValueError, TypeError):
+                pass  # each member reads the dicts and raises, or not, as it would on its own
         votes: list[dict[Label, float]] = [{} for _ in X]
         for member, w in zip(self._members, self._weights, strict=True):
             if w <= 0:
                 continue
-            for row, label in zip(votes, self._member_labels(member, X), strict=True):
+            for row, label in zip(votes, self._member_labels(member, X, enc), strict=True):
                 if label is not None:
                     row[label] = row.get(label, 0.0) + w
         out = []
@@ -83,12 +116,12 @@ class BatchBagging(_BatchEnsemble):
 
     def fit(self, X: list[Features], y: list) -> BatchBagging:
         X, y = list(X), list(y)
+        enc = self._encode(X, y)
         self._members, self._weights = [], []
         for m in range(self.n_models):
             member = self.learner.clone()
-            self._fit_member(
-                member, X, y, resample_counts(np.ones(len(X)), len(X), self.seed, m, _TAG)
-            )
+            counts = resample_counts(np.ones(len(X)), len(X), self.seed, m, _TAG)
+            self._fit_member(member, X, y, counts, enc)
             self._members.append(member)
             self._weights.append(1.0)
         return self
@@ -117,12 +150,13 @@ class AdaBoost(_BatchEnsemble):
     def fit(self, X: list[Features], y: list) -> AdaBoost:
         X, y = list(X), list(y)
         N = len(X)
+        enc = self._encode(X, y)
         D = np.full(N, 1.0 / N)
         self._members, self._weights = [], []
         for m in range(self.n_models):
             member = self.learner.clone()
-            self._fit_member(member, X, y, resample_counts(D, N, self.seed, m, _TAG))
-            labels = self._member_labels(member, X)
+            self._fit_member(member, X, y, resample_counts(D, N, self.seed, m, _TAG), enc)
+            labels = self._member_labels(member, X, enc)
             correct = np.array([p == t for p, t in zip(labels, y, strict=True)])
             eps = float(D[~correct].sum())
             if eps > 0.5:
@@ -135,6 +169,6 @@ class AdaBoost(_BatchEnsemble):
             D = np.where(correct, D / (2.0 * (1.0 - eps)), D / (2.0 * eps))
         if not self._members:  # the first member was worse than chance: keep it alone
             member = self.learner.clone()
-            self._fit_member(member, X, y, np.ones(N))
+            self._fit_member(member, X, y, np.ones(N), enc)
             self._members, self._weights = [member], [1.0]
         return self

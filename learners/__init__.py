@@ -4,6 +4,7 @@
 """
 
 from .base import Learner, argmax_label
+from .encoded import EncodedRows
 from .exact_tree import ExactTree
 from .native import DecisionStump, HoeffdingTree, NaiveBayes, NativeLearner
 from .river_adapter import RiverLearner
@@ -11,6 +12,7 @@ from .schema import FeatureTypeError, LabelError, Schema
 
 __all__ = [
     "DecisionStump",
+    "EncodedRows",
     "ExactTree",
     "FeatureTypeError",
     "HoeffdingTree",

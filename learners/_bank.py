@@ -120,6 +120,12 @@ class TreeBank:
         new.num[..., 4] = -np.inf
         self._set(_copy_into(new, self.T))
 
+    def adopt_schema(self, schema: Schema) -> None:
+        """Replace the (empty) schema of an untrained bank, e.g. by one built for pre-encoded rows."""
+        self.schema = schema
+        self._last = None
+        self.fit_schema()
+
     # --------------------------------------------------------------------------- running kernels
     def run(self, kernel, ipar, fstate, X, ys, ws, do_predict: bool, do_learn: bool) -> list[dict]:
         """Run ``kernel`` (signature of ``_tree.single_run``) over rows; returns the predictions
@@ -133,6 +139,17 @@ class TreeBank:
             w = np.asarray(ws, dtype=np.float64)
             if w.shape != (R,) or not np.all((w >= 0.0) & (w < np.inf)):
                 raise ValueError("sample weights must be finite and >= 0, one per row")
+        out = self.run_encoded(kernel, ipar, fstate, xn, xc, yc, w, n_cls, do_predict, do_learn)
+        if not do_predict:
+            return []
+        return [schema.proba_dict(out[r], int(n_cls[r])) for r in range(R)]
+
+    def run_encoded(self, kernel, ipar, fstate, xn, xc, yc, w, n_cls, do_predict: bool,
+                    do_learn: bool) -> np.ndarray:  # fmt: skip
+        """``run`` on rows already encoded under ``self.schema`` (as ``Schema.encode_rows``
+        returns them; ``w`` checked). Returns the probabilities ``[R, C]`` (over the ``n_cls[r]``
+        classes known at row r; a row of zeros when there is no prediction)."""
+        R = xn.shape[0]
         if do_learn:
             self.fit_schema()
         out = np.zeros((R, self.T.dist.shape[2]))
@@ -142,15 +159,13 @@ class TreeBank:
         start = 0
         while True:
             start = kernel(self.B, ipar, fstate, xn, xc, yc, w, seqs, start, do_predict, do_learn, out,
-                           n_cls, schema.code_attr_array, need)  # fmt: skip
+                           n_cls, self.schema.code_attr_array, need)  # fmt: skip
             if start >= R:
                 break
             self.grow_nodes(need)
         if do_learn:
             self.n_seen += int(learned.sum())
-        if not do_predict:
-            return []
-        return [schema.proba_dict(out[r], int(n_cls[r])) for r in range(R)]
+        return out
 
     def _encode_one(self, x: dict, grow: bool) -> tuple[np.ndarray, np.ndarray]:
         """One row as ``[1, J]`` / ``[1, A]`` arrays.

@@ -603,11 +603,18 @@ def nb_proba(T, m, node, xn, xc, n_classes, out):
 
 
 @nb.njit(cache=True)
-def stump_proba(T, P, m, node, xn, xc, n_classes, code_attr, out):
-    """Decision stump: the best split of the node's statistics, applied to x."""
-    s = T.slot[m, node]
+def stump_split(T, P, m, node, n_classes, code_attr):
+    """The split a decision stump predicts with: ``(kind, attr, threshold)`` of the best split of
+    the node's statistics (kind -1: none beats the null split)."""
     lhs = np.empty(n_classes)
-    best, _, bkind, battr, bthr = best_splits(T, P, m, node, n_classes, code_attr, lhs)
+    _, _, bkind, battr, bthr = best_splits(T, P, m, node, n_classes, code_attr, lhs)
+    return bkind, battr, bthr
+
+
+@nb.njit(cache=True)
+def stump_apply(T, m, node, xn, xc, n_classes, bkind, battr, bthr, out):
+    """The class distribution of x's branch of the split ``(bkind, battr, bthr)``."""
+    s = T.slot[m, node]
     if bkind == NUMERIC_SPLIT and battr < xn.shape[0] and not np.isnan(xn[battr]):
         tmp = np.empty(n_classes)
         for k in range(n_classes):
@@ -625,6 +632,36 @@ def stump_proba(T, P, m, node, xn, xc, n_classes, code_attr, out):
                 out[k] = T.cat[m, s, code, k] / tot
             return True
     return normalize_node(T, m, node, n_classes, out)
+
+
+@nb.njit(cache=True)
+def stump_proba(T, P, m, node, xn, xc, n_classes, code_attr, out):
+    """Decision stump: the best split of the node's statistics, applied to x."""
+    bkind, battr, bthr = stump_split(T, P, m, node, n_classes, code_attr)
+    return stump_apply(T, m, node, xn, xc, n_classes, bkind, battr, bthr, out)
+
+
+@nb.njit(cache=True)
+def stump_predict_rows(B, xn, xc, start, out, n_cls, code_attr):
+    """``single_run`` predicting (not learning) rows with a standalone decision stump: its state
+    does not change between rows, so its split is searched once per number of known classes
+    instead of once per row (``tree_proba`` on its single node, a leaf, otherwise)."""
+    split_n = -1
+    bkind, battr, bthr = -1, -1, 0.0
+    for r in range(start, xn.shape[0]):
+        n = n_cls[r]
+        tot = 0.0
+        for k in range(n):
+            tot += B.dist[0, 0, k]
+        if tot <= 0.0:
+            out[r] = 0.0
+            continue
+        if n != split_n:
+            bkind, battr, bthr = stump_split(B, B, 0, 0, n, code_attr)
+            split_n = n
+        if not stump_apply(B, 0, 0, xn[r], xc[r], n, bkind, battr, bthr, out[r]):
+            out[r] = 0.0
+    return xn.shape[0]
 
 
 @nb.njit(cache=True)
@@ -813,6 +850,8 @@ def single_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_lear
     ``seqs``; ``n_cls[r]`` is the number of classes known when row r is predicted. Returns the
     first row not processed (``len(ys)`` when done; earlier when arrays must grow by ``need``
     nodes/slots first)."""
+    if do_predict and not do_learn and B.leaf_prediction == PRED_STUMP and B.n_nodes[0] == 1:
+        return stump_predict_rows(B, xn, xc, start, out, n_cls, code_attr)
     R = xn.shape[0]
     C = B.dist.shape[2]
     scratch = np.empty(C)

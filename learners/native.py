@@ -11,6 +11,7 @@ from . import _tree
 from ._bank import TreeBank
 from ._tree import TreeParams
 from .base import Features, Label, argmax_label
+from .encoded import EncodedRows
 from .schema import Schema
 
 STATE_FORMAT = "chorus-state"
@@ -110,6 +111,40 @@ class NativeLearner:
 
     def predict_learn_many(self, X: list[Features], y: list, w: list[float] | None = None):
         return self._run(list(X), list(y), w, True, True)
+
+    # ---------------------------------------------------------------- pre-encoded rows
+    def learn_encoded(self, rows: EncodedRows, w: Any) -> None:
+        """Learn row i of ``rows`` with sample weight ``w[i]``, skipping the rows with ``w[i] = 0``:
+        the model ``learn_many`` builds from the dicts of the rows with ``w[i] > 0``, without
+        reading the dicts again. The learner must be untrained (fresh from ``clone()``): it takes
+        the schema those rows give it."""
+        bank = self._bank
+        if bank.n_seen or bank.schema.mark() != (0, 0, 0, 0) or bank.schema.declared:
+            raise ValueError("learn_encoded needs an untrained learner without declarations")
+        w = np.asarray(w, dtype=np.float64)
+        if w.shape != (len(rows),) or not np.all((w >= 0.0) & (w < np.inf)):
+            raise ValueError("sample weights must be finite and >= 0, one per row")
+        keep = np.flatnonzero(w > 0.0)
+        schema, (xn, xc, yc, n_cls) = rows.learn_arrays(keep)
+        bank.adopt_schema(schema)
+        bank.run_encoded(
+            _tree.single_run, self._I, self._F, xn, xc, yc, w[keep], n_cls, False, True
+        )
+
+    def predict_encoded(self, rows: EncodedRows) -> np.ndarray:
+        """For every row, the index in ``classes`` of the label ``predict_many`` gives (-1 for
+        ``None``), from the encoded rows when they cover everything this learner knows."""
+        s = self._bank.schema
+        arrays = rows.predict_arrays(s)
+        if arrays is None:  # the learner knows more than the encoding: read the dicts
+            xn, xc, _, _ = s.encode_rows(rows.X, grow=False)
+        else:
+            xn, xc = arrays
+        R = len(rows)
+        n_cls = np.full(R, s.n_classes, dtype=np.int64)
+        out = self._bank.run_encoded(_tree.single_run, self._I, self._F, xn, xc,
+                                     np.zeros(R, np.int64), np.ones(R), n_cls, True, False)  # fmt: skip
+        return s.best_classes(out)
 
     # ---------------------------------------------------------------- state
     def to_state(self) -> dict:

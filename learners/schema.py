@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from .base import argmax_label
+
 MISSING = -1
 UNSEEN = -2
 
@@ -335,6 +337,24 @@ class Schema:
             s.classes.append(y)
         s.declared = dict(h.get("declared", {}))
         return s
+
+    def best_classes(self, out: np.ndarray) -> np.ndarray:
+        """Per row of probabilities ``out`` (``[R, >= n_classes]``), the index in ``classes`` of
+        ``argmax_label(self.proba_dict(row))`` — ties to the first class, -1 for ``None`` —
+        without building the dicts."""
+        n = self.n_classes
+        vals = out[:, :n]
+        if n == 0:
+            return np.full(out.shape[0], -1, dtype=np.int64)
+        best = vals.argmax(axis=1)
+        best[~vals.any(axis=1)] = -1  # all 0 (probabilities are >= 0): {} -> None
+        # proba_dict renormalizes rows that do not sum to 1 within 1e-12 (never, for the kernels'
+        # rows), which could merge near-ties: such rows (and any NaN) take the exact path
+        total = vals.sum(axis=1)
+        for r in np.flatnonzero(~(np.abs(total - 1.0) <= 1e-13) & (best >= 0)):
+            label = argmax_label(self.proba_dict(out[r]))
+            best[r] = -1 if label is None else self.class_index[label]
+        return best
 
     def proba_dict(self, row: np.ndarray, n_classes: int | None = None) -> dict:
         """Probabilities as ``{label: p}`` over the classes known (``{}`` if the row is all 0)."""
