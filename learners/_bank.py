@@ -131,14 +131,14 @@ class TreeBank:
         """Run ``kernel`` (signature of ``_tree.single_run``) over rows; returns the predictions
         (made before each row is learned) when ``do_predict``."""
         schema = self.schema
-        xn, xc, yc, n_cls = schema.encode_rows(X, grow=do_learn, ys=ys if do_learn else None)
         R = len(X)
         if ws is None:
             w = np.ones(R)
-        else:
+        else:  # checked before encoding: a rejected call leaves no trace in the schema
             w = np.asarray(ws, dtype=np.float64)
             if w.shape != (R,) or not np.all((w >= 0.0) & (w < np.inf)):
                 raise ValueError("sample weights must be finite and >= 0, one per row")
+        xn, xc, yc, n_cls = schema.encode_rows(X, grow=do_learn, ys=ys if do_learn else None)
         out = self.run_encoded(kernel, ipar, fstate, xn, xc, yc, w, n_cls, do_predict, do_learn)
         if not do_predict:
             return []

@@ -198,6 +198,8 @@ def test_rejected_input_leaves_no_trace(name):
         a.learn_many(bad, ["new_class", "pos"])
     with pytest.raises(FeatureTypeError):
         a.learn_one({"other_new": 2.0, "size": 3.5}, "another_new")
+    with pytest.raises(ValueError, match="weight"):  # bad weights: rejected before encoding
+        a.learn_many([{"third_new": "v"}, {"x1": 1.0}], ["new_class", "pos"], [1.0, -1.0])
     assert a.to_state()["header"] == b.to_state()["header"]
     for x, y in stream(100, seed=3):
         assert a.predict_learn_one(x, y) == b.predict_learn_one(x, y)
