@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 
-from learners import argmax_label
 from learners.base import Features, Label
 
 from . import _kernels
@@ -84,7 +83,7 @@ class OnlineBagging(OnlineEnsemble):
                 continue
             voters += 1
             if self.vote == "majority":
-                label = argmax_label(p)
+                label = self._argmax(p)
                 if label is not None:
                     votes[label] = votes.get(label, 0.0) + 1.0
             else:

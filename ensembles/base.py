@@ -94,6 +94,18 @@ class OnlineEnsemble:
         if y not in self._classes:
             self._classes.append(y)
 
+    def _argmax(self, p: dict[Label, float]) -> Label | None:
+        """The most probable label of a member's prediction ``p``, ties broken in the ensemble's
+        class order (first appearance), as the compiled kernels break them; a member's own
+        ``predict_one`` would break them in its own order (``None``: no prediction)."""
+        if not p:
+            return None
+        best = max(p.values())
+        for c in self._classes:
+            if p.get(c) == best:
+                return c
+        return argmax_label(p)
+
     # ---------------------------------------------------------------- the model API
     _kernel: Any = None  # compiled run kernel (signature of learners._tree.single_run)
     _I = np.zeros(1, np.int64)  # integer parameters handed to the kernel
@@ -217,7 +229,7 @@ class OnlineEnsemble:
         """Boolean per row: does member m classify it correctly?"""
         if not self._native:
             member = self._members[m]
-            return np.array([member.predict_one(x) == normalize_label(yy)
+            return np.array([self._argmax(member.predict_proba_one(x)) == normalize_label(yy)
                              for x, yy in zip(X, y, strict=True)])  # fmt: skip
         from ._kernels import member_predict
 

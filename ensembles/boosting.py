@@ -99,7 +99,7 @@ class OnlineBoosting(OnlineEnsemble):
         total = 0.0
         for m, member in enumerate(self._members):
             if wts[m] > 0.0:
-                label = member.predict_one(x)
+                label = self._argmax(member.predict_proba_one(x))
                 if label is not None:
                     votes[label] = votes.get(label, 0.0) + wts[m]
                     total += wts[m]
@@ -113,7 +113,7 @@ class OnlineBoosting(OnlineEnsemble):
             k = poisson(lam, self.seed, seq, m)
             if k > 0:
                 member.learn_one(x, y, w=float(k))
-            if member.predict_one(x) == y:
+            if self._argmax(member.predict_proba_one(x)) == y:
                 self._lam_sc[m] += lam
                 eps = self._lam_sw[m] / (self._lam_sc[m] + self._lam_sw[m])
                 lam = lam / (2.0 * (1.0 - eps))

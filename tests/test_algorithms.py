@@ -190,3 +190,35 @@ def test_invalid_options_name_the_choices():
         HoeffdingTree(leaf_prediction="majority")
     with pytest.raises(ValueError, match="learn_one"):
         OnlineBagging(object())
+
+
+@pytest.mark.parametrize("cls", [OnlineBagging, OnlineBoosting])
+def test_slow_path_breaks_ties_in_the_ensembles_class_order(cls):
+    """Stumps often predict exact 50/50 ties on a stream of pure noise over two binary
+    features. The compiled kernel breaks a member's tie in the ensemble's class order; the slow
+    path must too, even where a member met the classes in another order (classes undeclared)."""
+    import random
+
+    rng = random.Random(5)
+    kinds = {"a": "categorical", "b": "categorical"}
+    proto = DecisionStump()
+    proto.declare(features=kinds)
+    fast = cls(DecisionStump(), n_models=8, seed=3)
+    fast.declare(features=kinds)
+    slow = cls(Proxy(proto), n_models=8, seed=3)
+    for member in slow._members:
+        member.inner.declare(features=kinds)
+    ties = 0
+    for _ in range(300):
+        x = {"a": rng.choice("pq"), "b": rng.choice("rs")}
+        y = rng.choice(["late", "early"])
+        ties += any(
+            len(set(p.values())) == 1 and len(p) == 2
+            for p in (m.predict_proba_one(x) for m in slow._members)
+        )
+        assert fast.predict_proba_one(x) == pytest.approx(slow.predict_proba_one(x), abs=1e-12)
+        fast.learn_one(x, y)
+        slow.learn_one(x, y)
+    assert ties > 10  # the stream does exercise the tie-break
+    if cls is OnlineBoosting:
+        assert list(fast._lam_sc) == pytest.approx(list(slow._lam_sc), rel=1e-12)
