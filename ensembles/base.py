@@ -14,7 +14,7 @@ import numpy as np
 
 from learners import NativeLearner, argmax_label
 from learners._bank import TreeBank
-from learners.base import Features, Label
+from learners.base import Features, Label, check_weights
 from learners.native import STATE_FORMAT, STATE_VERSION
 from learners.schema import Schema, normalize_label
 
@@ -115,9 +115,7 @@ class OnlineEnsemble:
         if self._native:
             return self._bank.run(self._kernel, self._I, self._F, X, ys, ws, do_predict, do_learn)
         if ws is not None:
-            ws = [float(w) for w in ws]
-            if any(not (0.0 <= w < float("inf")) for w in ws):
-                raise ValueError("sample weights must be finite and >= 0")
+            ws = check_weights(ws, len(X)).tolist()
         # the whole batch is checked (and rolled back on error) before any member sees it
         self._schema.encode_rows(X, grow=do_learn, ys=ys if do_learn else None)
         return self._py_run(X, ys, ws, do_predict, do_learn)

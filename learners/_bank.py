@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ._tree import NUM_STATS, TreeParams, TreeState, make_bank
+from .base import check_weights
 from .schema import FeatureTypeError, Schema
 
 _INT_FIELDS = ("kind", "attr", "slot", "child", "sibling", "branch", "depth", "n_nodes", "nvals",
@@ -135,9 +136,7 @@ class TreeBank:
         if ws is None:
             w = np.ones(R)
         else:  # checked before encoding: a rejected call leaves no trace in the schema
-            w = np.asarray(ws, dtype=np.float64)
-            if w.shape != (R,) or not np.all((w >= 0.0) & (w < np.inf)):
-                raise ValueError("sample weights must be finite and >= 0, one per row")
+            w = check_weights(ws, R)
         xn, xc, yc, n_cls = schema.encode_rows(X, grow=do_learn, ys=ys if do_learn else None)
         out = self.run_encoded(kernel, ipar, fstate, xn, xc, yc, w, n_cls, do_predict, do_learn)
         if not do_predict:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
+
 Label = str | int | bool
 Features = dict[str, Any]
 State = dict[str, Any]  # {"header": JSON-able dict, "arrays": dict[str, numpy.ndarray]}
@@ -28,6 +30,14 @@ class Learner(Protocol):
     def clone(self) -> Learner: ...
 
     def to_state(self) -> State: ...
+
+
+def check_weights(ws: Any, n: int) -> np.ndarray:
+    """Sample weights as a float array, or ``ValueError`` unless there are ``n``, finite, >= 0."""
+    w = np.asarray(ws, dtype=np.float64)
+    if w.shape != (n,) or not np.all((w >= 0.0) & (w < np.inf)):
+        raise ValueError("sample weights must be finite and >= 0, one per row")
+    return w
 
 
 def argmax_label(proba: dict[Label, float]) -> Label | None:

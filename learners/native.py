@@ -10,7 +10,7 @@ import numpy as np
 from . import _tree
 from ._bank import TreeBank
 from ._tree import TreeParams
-from .base import Features, Label, argmax_label
+from .base import Features, Label, argmax_label, check_weights
 from .encoded import EncodedRows
 from .schema import Schema
 
@@ -121,9 +121,7 @@ class NativeLearner:
         bank = self._bank
         if bank.n_seen or bank.schema.mark() != (0, 0, 0, 0) or bank.schema.declared:
             raise ValueError("learn_encoded needs an untrained learner without declarations")
-        w = np.asarray(w, dtype=np.float64)
-        if w.shape != (len(rows),) or not np.all((w >= 0.0) & (w < np.inf)):
-            raise ValueError("sample weights must be finite and >= 0, one per row")
+        w = check_weights(w, len(rows))
         keep = np.flatnonzero(w > 0.0)
         schema, (xn, xc, yc, n_cls) = rows.learn_arrays(keep)
         bank.adopt_schema(schema)
