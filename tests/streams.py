@@ -1,4 +1,4 @@
-"""Seeded synthetic streams for the engine tests (no data files)."""
+"""Seeded synthetic streams for the engine tests (no data files), and the ``Proxy`` wrapper."""
 
 from __future__ import annotations
 
@@ -47,3 +47,30 @@ def categorical_stream(n: int, seed: int = 0, n_features: int = 6, n_values: int
         if rng.random() < 0.1:
             y = "b" if y == "a" else "a"
         yield x, y
+
+
+class Proxy:
+    """A native learner seen through the learner protocol only: ensembles take their generic
+    (slow) path over it, which calls its ``learn_one`` / ``predict_proba_one`` (online) or its
+    ``learn_many`` / ``predict_many`` on the dicts (batch)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def learn_one(self, x, y, *, w=1.0):
+        self.inner.learn_one(x, y, w=w)
+
+    def learn_many(self, X, y, w=None):
+        self.inner.learn_many(X, y, w)
+
+    def predict_proba_one(self, x):
+        return self.inner.predict_proba_one(x)
+
+    def predict_one(self, x):
+        return self.inner.predict_one(x)
+
+    def predict_many(self, X):
+        return self.inner.predict_many(X)
+
+    def clone(self):
+        return Proxy(self.inner.clone())

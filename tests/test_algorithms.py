@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from streams import categorical_stream, mixed_stream
+from streams import Proxy, categorical_stream, mixed_stream
 
 from ensembles import AdaBoost, BatchBagging, OnlineBagging, OnlineBoosting
 from learners import DecisionStump, HoeffdingTree, NaiveBayes
@@ -72,25 +72,6 @@ def test_boosting_edge_cases():
         model.learn_one({}, "A")
     ws = [w for m in model._members for w in m.weights]
     assert all(float(w).is_integer() and w >= 1 for w in ws) and max(ws) > 1
-
-
-class Proxy:
-    """A native learner seen through the protocol only: forces the slow Python path."""
-
-    def __init__(self, inner):
-        self.inner = inner
-
-    def learn_one(self, x, y, *, w=1.0):
-        self.inner.learn_one(x, y, w=w)
-
-    def predict_proba_one(self, x):
-        return self.inner.predict_proba_one(x)
-
-    def predict_one(self, x):
-        return self.inner.predict_one(x)
-
-    def clone(self):
-        return Proxy(self.inner.clone())
 
 
 @pytest.mark.parametrize("cls", [OnlineBagging, OnlineBoosting])

@@ -9,7 +9,7 @@ import random
 
 import numpy as np
 import pytest
-from streams import categorical_stream, mixed_stream
+from streams import Proxy, categorical_stream, mixed_stream
 
 from ensembles import AdaBoost, BatchBagging
 from learners import (
@@ -21,32 +21,6 @@ from learners import (
     Schema,
     argmax_label,
 )
-
-
-class Generic:
-    """A native learner behind a non-native face: batch ensembles take the generic path, which
-    calls the learner's own ``learn_many`` / ``predict_many`` on the dicts."""
-
-    def __init__(self, inner):
-        self.inner = inner
-
-    def learn_one(self, x, y, *, w=1.0):
-        self.inner.learn_one(x, y, w=w)
-
-    def learn_many(self, X, y, w=None):
-        self.inner.learn_many(X, y, w)
-
-    def predict_proba_one(self, x):
-        return self.inner.predict_proba_one(x)
-
-    def predict_one(self, x):
-        return self.inner.predict_one(x)
-
-    def predict_many(self, X):
-        return self.inner.predict_many(X)
-
-    def clone(self):
-        return Generic(self.inner.clone())
 
 
 def _data(n: int = 1200, seed: int = 7):
@@ -81,7 +55,7 @@ def _snapshot(model) -> tuple:
     """Everything observable: member states, vote weights, probabilities (with key order)."""
     states = []
     for member in model._members:
-        state = member.to_state() if not isinstance(member, Generic) else member.inner.to_state()
+        state = member.to_state() if not isinstance(member, Proxy) else member.inner.to_state()
         states.append((state["header"], {k: a.tolist() for k, a in state["arrays"].items()}))
     return states, model._weights
 
@@ -92,7 +66,7 @@ def test_fast_path_equals_generic_path(cls, name):
     X, y = _data()
     test = X[::3] + [{"colour": "teal", "shape": "circle"}, {"unknown": 1.0}, {}]
     fast = cls(LEARNERS[name], n_models=8, seed=3).fit(X, y)
-    slow = cls(Generic(LEARNERS[name]), n_models=8, seed=3).fit(X, y)
+    slow = cls(Proxy(LEARNERS[name]), n_models=8, seed=3).fit(X, y)
     assert fast._schema is not None and slow._schema is None  # the paths under test
     assert _snapshot(fast) == _snapshot(slow)
     pf, ps = fast.predict_proba_many(test), slow.predict_proba_many(test)
@@ -166,12 +140,12 @@ def test_best_classes_breaks_ties_like_argmax_label():
 def test_inputs_the_encoding_rejects_behave_as_on_the_generic_path():
     X, y = _data(200)
     X[150] = {**X[150], "size": 3.0}  # "size" is categorical: members that draw this row fail
-    for learner in (NaiveBayes(), Generic(NaiveBayes())):
+    for learner in (NaiveBayes(), Proxy(NaiveBayes())):
         with pytest.raises(FeatureTypeError, match="size"):
             BatchBagging(learner, n_models=4, seed=1).fit(X, y)
     X, y = _data(200)
     fast = BatchBagging(NaiveBayes(), n_models=4, seed=1).fit(X, y)
-    slow = BatchBagging(Generic(NaiveBayes()), n_models=4, seed=1).fit(X, y)
+    slow = BatchBagging(Proxy(NaiveBayes()), n_models=4, seed=1).fit(X, y)
     for model in (fast, slow):
         with pytest.raises(FeatureTypeError, match="x1"):
             model.predict_many([{"x1": "high"}])
