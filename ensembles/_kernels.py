@@ -13,6 +13,7 @@ import numpy as np
 
 from learners import _tree
 from learners._tree import argmax, classes_after, has_room, tree_learn, tree_proba
+from learners.jit import one_specialisation
 
 from . import _rng
 from ._rng import poisson
@@ -211,3 +212,6 @@ def member_predict(B, m, xn, xc, n_classes, code_attr, out):
             out[r] = argmax(p, n_classes)
         else:
             out[r] = -1
+
+
+one_specialisation(globals())  # after every kernel: one compiled version per argument type

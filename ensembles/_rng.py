@@ -15,6 +15,8 @@ import math
 import numba as nb
 import numpy as np
 
+from learners.jit import one_specialisation
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -97,3 +99,6 @@ def uniform_block(seed, seq0, n, member, j):
     for i in range(n):
         out[i] = uniform(seed, seq0 + i, member, j)
     return out
+
+
+one_specialisation(globals())  # after every kernel: one compiled version per argument type

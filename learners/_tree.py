@@ -37,6 +37,8 @@ import numpy as np
 from numba.core import types
 from numba.experimental import structref
 
+from learners.jit import one_specialisation
+
 LEAF, NUMERIC_SPLIT, CATEGORICAL_SPLIT = 0, 1, 2
 PRED_MC, PRED_NB, PRED_NBA, PRED_STUMP = 0, 1, 2, 3
 CRIT_INFO_GAIN, CRIT_GINI = 0, 1
@@ -867,3 +869,6 @@ def single_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_lear
             nc = classes_after(n_cls, ys, r)
             tree_learn(B, B, 0, xn[r], xc[r], ys[r], ws[r], nc, code_attr, scratch, hint)
     return R
+
+
+one_specialisation(globals())  # after every kernel: one compiled version per argument type

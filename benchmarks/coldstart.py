@@ -1,0 +1,194 @@
+"""Cold start: what the first answer costs on a fresh machine (empty numba cache).
+
+Each measurement runs in a fresh subprocess whose ``NUMBA_CACHE_DIR`` is an empty temporary
+directory (cold) or the directory a previous cold run filled (warm):
+
+* ``engine``: time to ``import ensembles``, then the first ``predict_learn_one`` and the first
+  ``predict_proba_one`` of every model kind (ensemble x learner), in a fixed order, so each row
+  shows what that kind adds; and numba's own compile time per kernel (``numba:compile`` events).
+* ``serve``: ``chorus serve`` on a free port with an empty store; time until ``/readyz`` is 200
+  and until the first ``POST /learn`` + ``GET /predict`` of a new model are answered.
+
+Run: ``nice -n 10 python benchmarks/coldstart.py`` (a few minutes on 2 cores; ``--only serve``
+or ``--only engine`` for one part). Prints tables in Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+KINDS = [
+    (e, learner)
+    for e in ("bagging", "boosting", "single")
+    for learner in ("hoeffding_tree", "naive_bayes", "stump")
+]
+
+_ENGINE_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from numba.core import event
+compiles = {}
+class L(event.Listener):
+    stack = []
+    def on_start(self, ev):
+        self.stack.append(time.perf_counter())
+    def on_end(self, ev):
+        name = ev.data["dispatcher"].py_func.__qualname__
+        compiles[name] = compiles.get(name, 0.0) + time.perf_counter() - self.stack.pop()
+event.register("numba:compile", L())
+import ensembles
+rows = {"import": time.perf_counter() - t0}
+x = {"a": 1.5, "b": "u"}
+for e, learner in json.loads(sys.argv[1]):
+    model = ensembles.build_model({"ensemble": e, "learner": learner, "n_models": 1 if e == "single" else 3, "seed": 1})
+    t = time.perf_counter()
+    model.predict_learn_one(x, "y")
+    t1 = time.perf_counter()
+    model.predict_proba_one(x)
+    rows[f"{e}:{learner}"] = (t1 - t, time.perf_counter() - t1)
+print(json.dumps({"rows": rows, "compiles": compiles}))
+"""
+
+
+def _env(cache: str) -> dict:
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=str(ROOT))
+    return env
+
+
+def engine(cache: str) -> dict:
+    """One engine child process on ``cache``; returns its timings."""
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-c", _ENGINE_CHILD, json.dumps(KINDS)],
+        env=_env(cache),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    if out.returncode:
+        raise RuntimeError(out.stderr[-3000:])
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    res["total"] = time.perf_counter() - t0
+    return res
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _call(url: str, body: dict | None = None, timeout: float = 120.0) -> tuple[int, dict]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        return exc.code, {}
+
+
+def serve(cache: str, learner: str = "hoeffding_tree") -> dict:
+    """``chorus serve`` on an empty store; seconds from launch to ready and to first answers."""
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    data = tempfile.mkdtemp(prefix="chorus-cold-data-")
+    env = _env(cache)
+    env["CHORUS_DATA_DIR"] = data
+    env.pop("CHORUS_REDIS_URL", None)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    res: dict[str, float] = {}
+    try:
+        while True:
+            try:
+                status, _ = _call(base + "/readyz", timeout=1.0)
+                if "listening" not in res:
+                    res["listening"] = time.perf_counter() - t0
+                if status == 200:
+                    res["ready"] = time.perf_counter() - t0
+                    break
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            if proc.poll() is not None or time.perf_counter() - t0 > 300:
+                raise RuntimeError("server did not become ready")
+            time.sleep(0.05)
+        spec = {"name": "m", "ensemble": "bagging", "learner": learner, "n_models": 10, "seed": 1}
+        _call(base + "/models", spec)
+        status, _ = _call(
+            base + "/learn", {"model": "m", "features": {"a": 1, "b": "u"}, "label": "y"}
+        )
+        res["first learn"] = time.perf_counter() - t0
+        with urllib.request.urlopen(base + "/predict?model=m&a=2&b=v", timeout=120) as r:
+            r.read()
+        res["first predict"] = time.perf_counter() - t0
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        shutil.rmtree(data, ignore_errors=True)
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", choices=["engine", "serve"], default=None)
+    args = ap.parse_args()
+    if args.only in (None, "engine"):
+        cache = tempfile.mkdtemp(prefix="numba-cold-")
+        try:
+            cold = engine(cache)
+            warm = engine(cache)
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+        print("## Engine, one process per column (seconds)\n")
+        print("| step | cold cache | warm cache |")
+        print("|---|---|---|")
+        print(f"| import ensembles | {cold['rows']['import']:.2f} | {warm['rows']['import']:.2f} |")
+        for e, learner in KINDS:
+            k = f"{e}:{learner}"
+            c, w = cold["rows"][k], warm["rows"][k]
+            print(f"| first learn, then predict: {k} | {c[0]:.2f} + {c[1]:.2f} "
+                  f"| {w[0]:.2f} + {w[1]:.2f} |")  # fmt: skip
+        print(f"| whole process | {cold['total']:.2f} | {warm['total']:.2f} |")
+        print("\n## numba compile time per kernel, cold cache (seconds, >= 0.05 s)\n")
+        print("| kernel | compile s |")
+        print("|---|---|")
+        for name, s in sorted(cold["compiles"].items(), key=lambda kv: -kv[1]):
+            if s >= 0.05:
+                print(f"| {name} | {s:.2f} |")
+        print(f"| total (inclusive of nested) | {sum(cold['compiles'].values()):.2f} |")
+    if args.only in (None, "serve"):
+        cache = tempfile.mkdtemp(prefix="numba-cold-")
+        try:
+            cold = serve(cache)
+            warm = serve(cache)
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+        print("\n## `chorus serve` on an empty store, seconds after launch\n")
+        print("| event | cold numba cache | warm numba cache |")
+        print("|---|---|---|")
+        for k in ("listening", "ready", "first learn", "first predict"):
+            print(f"| {k} | {cold.get(k, float('nan')):.2f} | {warm.get(k, float('nan')):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
