@@ -581,44 +581,20 @@ def replay(
 # ---------------------------------------------------------------------------- warmup
 
 
-def warm_engine(n: int = 300) -> int:
+def warm_engine() -> int:
     """Compile (and cache on disk) the engine's kernels by training tiny models of every kind.
-
-    Parameters
-    ----------
-    n
-        Examples per model (enough to grow a split with ``grace_period=50``).
 
     Returns
     -------
     int
-        How many models were trained.
+        How many model kinds were trained.
     """
-    from ensembles import build_model, load_state
+    from app.warmup import ENSEMBLES, LEARNERS, warm_kind
 
-    rows = [
-        ({"a": float(i % 7), "b": "xyz"[i % 3], "c": (i * 37 % 101) / 101.0}, "yn"[(i % 7) > 3])
-        for i in range(n)
-    ]
-    X, y = [r[0] for r in rows], [r[1] for r in rows]
-    count = 0
-    for ensemble in ("bagging", "boosting", "single"):
-        for learner in ("hoeffding_tree", "naive_bayes", "stump"):
-            spec = {
-                "ensemble": ensemble,
-                "learner": learner,
-                "n_models": 1 if ensemble == "single" else 3,
-                "seed": 1,
-                "params": {"grace_period": 50} if learner == "hoeffding_tree" else {},
-            }
-            model = build_model(spec)
-            for xi, yi in zip(X[: n // 2], y[: n // 2], strict=True):
-                model.predict_learn_one(xi, yi)
-            model.predict_learn_many(X[n // 2 :], y[n // 2 :])
-            model.predict_proba_many(X[:10])
-            load_state(model.to_state()).predict_one(X[0])
-            count += 1
-    return count
+    for ensemble in ENSEMBLES:
+        for learner in LEARNERS:
+            warm_kind(ensemble, learner)
+    return len(ENSEMBLES) * len(LEARNERS)
 
 
 @app.command()

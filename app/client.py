@@ -53,6 +53,7 @@ Label = str | int | bool
 T = TypeVar("T")
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+DEFAULT_TIMEOUT = 120.0  # seconds; covers a first request that compiles kernels on a cold cache
 
 
 # ---------------------------------------------------------------------------------- errors
@@ -397,7 +398,7 @@ class _Base:
         base_url: str = DEFAULT_URL,
         *,
         api_key: str | None = None,
-        timeout: float = 10.0,
+        timeout: float = DEFAULT_TIMEOUT,
         retries: int = 3,
         backoff: float = 0.1,
         max_backoff: float = 5.0,
@@ -450,7 +451,9 @@ class ChorusClient(_Base):
     api_key
         Sent as ``Authorization: Bearer <key>`` (needed when the server sets ``CHORUS_API_KEY``).
     timeout
-        Per-request timeout in seconds.
+        Per-request timeout in seconds (default 120: a server whose numba cache is empty compiles
+        a model kind on its first request, which can take tens of seconds; a retry after a
+        timeout would only wait for the same compilation).
     retries
         Extra attempts after a 503/429 or a connection failure (0 disables retrying).
     backoff
@@ -466,7 +469,7 @@ class ChorusClient(_Base):
         base_url: str = DEFAULT_URL,
         *,
         api_key: str | None = None,
-        timeout: float = 10.0,
+        timeout: float = DEFAULT_TIMEOUT,
         retries: int = 3,
         backoff: float = 0.1,
         max_backoff: float = 5.0,
@@ -603,7 +606,7 @@ class AsyncChorusClient(_Base):
         base_url: str = DEFAULT_URL,
         *,
         api_key: str | None = None,
-        timeout: float = 10.0,
+        timeout: float = DEFAULT_TIMEOUT,
         retries: int = 3,
         backoff: float = 0.1,
         max_backoff: float = 5.0,

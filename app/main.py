@@ -15,8 +15,10 @@ from app.registry import Registry
 from app.routes import learn, models, ops, predict
 from app.settings import Settings, get_settings
 from app.stores import Store, make_store
+from app.warmup import Warmup, parse_kinds
 
 log = logging.getLogger("chorus")
+WARMUP_WAIT = 5.0  # seconds start-up waits for the kernels before serving /readyz 503s
 
 DESCRIPTION = """
 Streaming online bagging and boosting (Oza 2001) as a durable predict-then-learn service.
@@ -39,6 +41,19 @@ async def _recover_until_ready(registry: Registry, store: Store, settings: Setti
             log.warning("recovery failed (%s: %s); retrying", type(exc).__name__, exc)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+
+def _warm_kinds(registry: Registry, settings: Settings) -> list[str]:
+    """Ensemble kinds to compile at start-up: those of the recovered native models, then
+    ``CHORUS_WARMUP``'s."""
+    stored = [
+        h.spec.get("ensemble", "bagging")
+        for h in registry.handles.values()
+        if not str(h.spec.get("learner", "")).startswith("river:")
+    ]
+    return [k for k in stored if k in ("bagging", "boosting", "single")] + parse_kinds(
+        settings.warmup
+    )
 
 
 def create_app(settings: Settings | None = None, store: Store | None = None) -> FastAPI:
@@ -66,6 +81,10 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         recovery = asyncio.create_task(_recover_until_ready(registry, store, settings))
         # wait (bounded) so a healthy start is ready as soon as it serves
         await asyncio.wait({recovery}, timeout=settings.startup_timeout)
+        warming = asyncio.create_task(app.state.warmup.run(_warm_kinds(registry, settings)))
+        # from numba's cache this takes well under a second: then the server is ready as it
+        # starts listening; a cold cache compiles on, reported by /readyz and the log
+        await asyncio.wait({warming}, timeout=WARMUP_WAIT)
         periodic = asyncio.create_task(registry.periodic())
         gc.freeze()  # the recovered models and imports are long-lived: keep them out of GC scans
         try:
@@ -73,6 +92,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         finally:
             periodic.cancel()
             recovery.cancel()
+            warming.cancel()
             with contextlib.suppress(BaseException):
                 await periodic
             with contextlib.suppress(BaseException):
@@ -90,6 +110,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     )
     app.state.settings = settings
     app.state.registry = registry
+    app.state.warmup = Warmup()
     prom, requests, latency = ops.make_prometheus(registry)
     app.state.prom = prom
     app.add_middleware(

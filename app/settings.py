@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -52,6 +52,10 @@ class Settings(BaseSettings):
     shared_store
         Other processes write to the same store (``serve(workers > 1)`` sets it): read the log
         tail before each write instead of finding out from a refused append.
+    warmup
+        Ensemble kinds whose kernels are compiled at start-up, besides those of the stored models
+        (comma-separated ``bagging``, ``boosting``, ``single``; ``all``; ``none``). ``/readyz`` is
+        503 until they are compiled.
     """
 
     model_config = SettingsConfigDict(env_prefix="CHORUS_", extra="ignore")
@@ -73,6 +77,15 @@ class Settings(BaseSettings):
     metrics_window: int = Field(1000, ge=1)
     idempotency_window: int = Field(100_000, ge=1)
     shared_store: bool = False
+    warmup: str = "bagging"
+
+    @field_validator("warmup")
+    @classmethod
+    def _check_warmup(cls, v: str) -> str:
+        from app.warmup import parse_kinds
+
+        parse_kinds(v)
+        return v
 
 
 @lru_cache

@@ -36,10 +36,14 @@ async def healthz() -> Response:
     responses={503: {"model": Error, "description": "Recovering or store unreachable"}},
     summary="Readiness",
 )
-async def readyz(reg: RegistryDep) -> Response:
-    """200 once every model is recovered and the store answers; 503 before (no auth)."""
+async def readyz(reg: RegistryDep, request: Request) -> Response:
+    """200 once every model is recovered, the engine's kernels are compiled and the store
+    answers; 503 before (no auth)."""
     if not reg.ready:
         return json_response({"detail": "recovering models from the store"}, 503)
+    warmup = request.app.state.warmup
+    if not warmup.finished:
+        return json_response({"detail": warmup.status()}, 503)
     if not await reg.store.ping():
         return json_response({"detail": f"{reg.store.name} store unreachable"}, 503)
     return json_response({"status": "ready"})

@@ -1,0 +1,132 @@
+"""Compile the engine's kernels before the first request needs them (``chorus serve``, ``chorus
+warmup``).
+
+numba compiles a kernel the first time it runs and caches the machine code on disk
+(``NUMBA_CACHE_DIR``, default ``__pycache__`` next to the sources). The native learners share one
+run kernel per ensemble kind (``bagging``, ``boosting``, ``single``; the learner and its options
+are runtime parameters), so warming a kind once covers every learner under it. On a fresh cache
+this takes tens of seconds per kind (``benchmarks/coldstart.py``); from the cache, well under one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+log = logging.getLogger("chorus")
+
+ENSEMBLES = ("bagging", "boosting", "single")
+LEARNERS = ("hoeffding_tree", "naive_bayes", "stump")
+
+
+def parse_kinds(text: str) -> list[str]:
+    """The ensemble kinds named by ``CHORUS_WARMUP``.
+
+    Parameters
+    ----------
+    text
+        Comma-separated ensemble kinds (``bagging``, ``boosting``, ``single``), ``all`` or
+        ``none`` (also empty).
+
+    Returns
+    -------
+    list of str
+        The kinds, in the order given, without repeats.
+
+    Raises
+    ------
+    ValueError
+        For a name that is not a kind, naming the valid choices.
+    """
+    text = text.strip().lower()
+    if text == "all":
+        return list(ENSEMBLES)
+    if text in ("", "none"):
+        return []
+    kinds: list[str] = []
+    for part in text.split(","):
+        part = part.strip()
+        if part not in ENSEMBLES:
+            raise ValueError(
+                f"warmup: unknown ensemble kind {part!r}; choose from "
+                f"{', '.join(ENSEMBLES)}, 'all' or 'none'"
+            )
+        if part not in kinds:
+            kinds.append(part)
+    return kinds
+
+
+def warm_kind(ensemble: str, learner: str = "hoeffding_tree", n: int = 120) -> None:
+    """Compile (or load from the cache) what a model of this kind runs in the service.
+
+    Trains a tiny model one example at a time and in a batch, predicts, and reloads its state,
+    so the run kernel and the state loader are compiled.
+
+    Parameters
+    ----------
+    ensemble, learner
+        The kind (``ensembles.build_model`` names).
+    n
+        Examples (enough for a Hoeffding tree with ``grace_period=50`` to split).
+    """
+    from ensembles import build_model, load_state
+
+    X = [{"a": float(i % 7), "b": "xyz"[i % 3], "c": (i * 37 % 101) / 101.0} for i in range(n)]
+    y = ["yn"[(i % 7) > 3] for i in range(n)]
+    spec = {
+        "ensemble": ensemble,
+        "learner": learner,
+        "n_models": 1 if ensemble == "single" else 3,
+        "seed": 1,
+        "params": {"grace_period": 50} if learner == "hoeffding_tree" else {},
+    }
+    model = build_model(spec)
+    half = n // 2
+    for xi, yi in zip(X[:half], y[:half], strict=True):
+        model.predict_learn_one(xi, yi)
+    model.predict_learn_many(X[half:], y[half:])
+    model.predict_proba_many(X[:10])
+    load_state(model.to_state()).predict_one(X[0])
+
+
+@dataclass
+class Warmup:
+    """Progress of the start-up compilation, as ``/readyz`` reports it."""
+
+    kinds: list[str] = field(default_factory=list)
+    done: int = 0
+    finished: bool = False
+    seconds: float = 0.0
+    started: float = field(default_factory=time.perf_counter)
+
+    def status(self) -> str:
+        """One line for ``/readyz`` and the log."""
+        if self.finished:
+            return f"engine kernels ready ({len(self.kinds)} kind(s), {self.seconds:.1f} s)"
+        current = self.kinds[self.done] if self.done < len(self.kinds) else "-"
+        return (
+            f"compiling engine kernels: {current} ({self.done + 1}/{len(self.kinds)}, "
+            f"{time.perf_counter() - self.started:.0f} s so far; cached for the next start)"
+        )
+
+    async def run(self, kinds: Iterable[str]) -> None:
+        """Warm ``kinds`` one after the other in a worker thread (the server keeps answering;
+        ``/readyz`` is 503 until this returns), logging each step."""
+        self.kinds = list(dict.fromkeys(kinds))
+        t0 = self.started = time.perf_counter()
+        for i, kind in enumerate(self.kinds):
+            self.done = i
+            log.info("compiling engine kernels for %s models (%d/%d)", kind, i + 1, len(self.kinds))
+            t = time.perf_counter()
+            try:
+                await asyncio.to_thread(warm_kind, kind)
+            except Exception:  # noqa: BLE001 - a failed warm-up must not stop the service
+                log.exception("warm-up of %s failed; its first request compiles instead", kind)
+            self.seconds = time.perf_counter() - t0
+            log.info("%s kernels ready in %.1f s", kind, time.perf_counter() - t)
+        self.done = len(self.kinds)
+        self.finished = True
+        log.info("%s", self.status())
