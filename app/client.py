@@ -219,6 +219,7 @@ class Prediction:
     prediction: Label | None
     probabilities: dict[Any, float]
     prediction_id: str | None = None
+    ignored_features: list[str] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Prediction:
@@ -226,6 +227,7 @@ class Prediction:
             prediction=data.get("prediction"),
             probabilities=dict(data.get("probabilities") or {}),
             prediction_id=data.get("prediction_id"),
+            ignored_features=list(data.get("ignored_features") or []),
         )
 
 

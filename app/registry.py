@@ -621,10 +621,13 @@ class Registry:
                 probas = [h.model.predict_proba_one(x) for x in X]
             except learners.FeatureTypeError as exc:
                 f = exc.feature
-                if not raw or f not in raw or not isinstance(X[0].get(f), float):
+                v = X[0].get(f)
+                if not raw or f not in raw or not isinstance(v, float) or math.isinf(v):
                     raise
                 X = [{**X[0], f: raw[f]}]
                 return await self.predict(name, X, {k: v for k, v in raw.items() if k != f})
+        except InvalidInput:
+            raise  # from the retry as text
         except (learners.FeatureTypeError, learners.LabelError, ValueError) as exc:
             raise InvalidInput(f"{_field(exc)}: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - an engine bug, not the client's input
@@ -638,7 +641,8 @@ class Registry:
         for x, proba in zip(X, probas, strict=True):
             proba = _clean_proba(proba)
             pred = argmax(proba)
-            result = {"prediction": pred, "probabilities": proba, "prediction_id": None}
+            result = {"prediction": pred, "probabilities": proba, "prediction_id": None,
+                      "ignored_features": [f for f in x if h.model.knows_feature(f) is False]}  # fmt: skip
             if self.settings.keep_predictions:
                 pid = secrets.token_urlsafe(12)
                 blob = dumps({"x": x, "p": pred, "proba": proba, "exp": time.time() + ttl})
@@ -692,10 +696,9 @@ class Registry:
                     raise InvalidInput(f"{k}: declared numeric, got {v!r}") from None
             elif v == "":
                 x[k] = None
-            else:
+            else:  # 'nan' is missing and 'inf' rejected, as JSON NaN / Infinity are
                 try:
-                    f = float(v)
-                    x[k] = f if math.isfinite(f) else v
+                    x[k] = float(v)
                 except ValueError:
                     x[k] = v
         return x

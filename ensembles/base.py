@@ -73,6 +73,15 @@ class OnlineEnsemble:
     def classes(self) -> list:
         return list(self._bank.schema.classes) if self._native else list(self._classes)
 
+    def knows_feature(self, name: str) -> bool | None:
+        """Whether the model has learned (or been declared) feature ``name``; ``None`` when it
+        cannot tell (a non-native base learner). A feature it does not know is ignored by
+        predictions."""
+        if not self._native:
+            return None
+        s = self._bank.schema
+        return name in s.num_index or name in s.cat_index
+
     def declare(self, features: dict[str, str] | None = None, classes: list | None = None) -> None:
         """Pre-seed feature kinds and class labels (see docs/engine-api.md)."""
         if self._native:

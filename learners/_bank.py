@@ -204,7 +204,7 @@ class TreeBank:
                 xn, xc = self._encode_one(x, True)
                 n_cls = len(s.classes)
                 yc = s.class_index.get(y)
-                if yc is None:
+                if yc is None or type(y) is not type(s.classes[yc]):  # 1 is not True
                     yc = s.class_code(y, grow=True)
             except Exception:
                 s.rollback(mark)

@@ -38,15 +38,39 @@ class LabelError(ValueError):
     """A class label that cannot be used (not a str, int or bool)."""
 
 
+LABEL_TYPES = {str: "string", int: "integer", bool: "boolean"}
+
+
 def normalize_label(y: Any) -> Any:
-    """Labels are JSON scalars: str, int or bool (numpy scalars are converted)."""
-    if isinstance(y, bool | str):
-        return y
+    """Labels are JSON scalars: a non-empty str, an int or a bool (numpy scalars are converted,
+    integral floats become ints)."""
+    if isinstance(y, str):
+        if not y:
+            raise LabelError("label '': the empty string is not a label (use a name)")
+        return str(y)
+    if isinstance(y, bool | np.bool_):
+        return bool(y)
     if isinstance(y, int | np.integer):
         return int(y)
     if isinstance(y, float | np.floating) and float(y).is_integer():
         return int(y)
     raise LabelError(f"label {y!r}: labels must be str, int or bool, not {type(y).__name__}")
+
+
+def category_text(name: str, v: Any) -> tuple[int, Any]:
+    """A number given for a categorical feature is the category of its text, as a query string
+    carries it: ``12`` and ``12.0`` are ``"12"``, ``True`` is ``"true"``; NaN is missing and an
+    infinity is rejected, as for numeric features. Returns ``(kind, value)`` as ``_value``."""
+    if isinstance(v, bool | np.bool_):
+        return 1, "true" if v else "false"
+    f = float(v)
+    if math.isnan(f):
+        return -1, None
+    if math.isinf(f):
+        raise FeatureTypeError(name, f"infinite value {v!r}")
+    if isinstance(v, int | np.integer):
+        return 1, str(int(v))
+    return 1, str(int(f)) if f.is_integer() else repr(f)
 
 
 class Schema:
@@ -148,9 +172,21 @@ class Schema:
         return len(self.classes)
 
     def class_code(self, y: Any, grow: bool) -> int:
+        """Code of label ``y`` (new classes get the next code when ``grow``, else -1).
+
+        A model's labels all have one type, fixed by its first (or declared) label: a label of
+        another type (``1`` in a model of ``"1"``, ``True`` in a model of ``1``) is a
+        ``LabelError``, never a new or merged class.
+        """
         code = self.class_index.get(y)
-        if code is None:
+        if code is None or type(y) is not type(self.classes[code]):
             y = normalize_label(y)
+            if self.classes and type(y) is not type(self.classes[0]):
+                first = self.classes[0]
+                raise LabelError(
+                    f"label {y!r}: this model's labels are {LABEL_TYPES[type(first)]}s "
+                    f"(its first label was {first!r}), not {LABEL_TYPES[type(y)]}s"
+                )
             code = self.class_index.get(y)
             if code is None:
                 if not grow:
@@ -182,13 +218,7 @@ class Schema:
             if isinstance(v, str):
                 return 1, v
             if isinstance(v, bool | int | float | np.integer | np.floating):
-                if self.declared.get(name) == CATEGORICAL:
-                    if isinstance(v, float | np.floating) and math.isnan(v):
-                        return -1, None
-                    return 1, str(v)
-                raise FeatureTypeError(
-                    name, f"is categorical, got number {v!r} (declare it categorical to coerce)"
-                )
+                return category_text(name, v)
             raise FeatureTypeError(name, f"unsupported value type {type(v).__name__}")
         # unknown feature
         if isinstance(v, str):
@@ -292,7 +322,9 @@ class Schema:
                 if ys is not None:
                     y = ys[r]
                     code = self.class_index.get(y)
-                    y_codes[r] = code if code is not None else self.class_code(y, grow=grow)
+                    if code is None or type(y) is not type(self.classes[code]):
+                        code = self.class_code(y, grow=grow)
+                    y_codes[r] = code
         except Exception:
             self.rollback(mark)
             raise

@@ -184,8 +184,7 @@ def test_predict_one_is_argmax_of_proba(make):
 @pytest.mark.parametrize("name", [k for k in STATEFUL if not k.startswith("ExactTree")])
 def test_rejected_input_leaves_no_trace(name):
     """A batch rejected for a type error (after new features, categories and classes were seen
-    in it) changes nothing: same state, same predictions as a model that never saw it.
-    (ExactTree on its own coerces leniently: numbers in a categorical column become strings.)"""
+    in it) changes nothing: same state, same predictions as a model that never saw it."""
     from learners import FeatureTypeError
 
     a, b = MODELS[name](), MODELS[name]()
@@ -197,7 +196,7 @@ def test_rejected_input_leaves_no_trace(name):
     with pytest.raises(FeatureTypeError, match="x1"):
         a.learn_many(bad, ["new_class", "pos"])
     with pytest.raises(FeatureTypeError):
-        a.learn_one({"other_new": 2.0, "size": 3.5}, "another_new")
+        a.learn_one({"other_new": 2.0, "size": "s", "x1": "3.5x"}, "another_new")
     with pytest.raises(ValueError, match="weight"):  # bad weights: rejected before encoding
         a.learn_many([{"third_new": "v"}, {"x1": 1.0}], ["new_class", "pos"], [1.0, -1.0])
     assert a.to_state()["header"] == b.to_state()["header"]

@@ -227,8 +227,8 @@ def test_learn_422_feature_type_mismatch_leaves_no_trace(client):
     _stream(client, 10)
     r = client.post("/learn", json={"model": "m", "features": {"x": "tall"}, "label": "lo"})
     assert r.status_code == 422 and "x" in r.json()["detail"]
-    # an undeclared feature switching kind
-    r = client.post("/learn", json={"model": "m", "features": {"color": 3}, "label": "lo"})
+    # a value no kind takes (a number for the categorical "color" is the category "3")
+    r = client.post("/learn", json={"model": "m", "features": {"color": [3]}, "label": "lo"})
     assert r.status_code == 422 and "color" in r.json()["detail"]
     d = client.get("/models/m").json()
     assert d["n_seen"] == 10 and d["seq"] == 10

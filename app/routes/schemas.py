@@ -318,6 +318,7 @@ class PredictResult(BaseModel):
                     "prediction": "accept",
                     "probabilities": {"accept": 0.8, "decline": 0.2},
                     "prediction_id": "Jx3k0aQ8c2LmVb1d",
+                    "ignored_features": [],
                 }
             ]
         }
@@ -327,6 +328,11 @@ class PredictResult(BaseModel):
     probabilities: dict[str, float]
     prediction_id: str | None = Field(
         description="null when predictions are not kept or the store was unreachable"
+    )
+    ignored_features: list[str] = Field(
+        default_factory=list,
+        description="features of the request the model has never learned (so they did not "
+        "count; a typo shows up here)",
     )
 
 
