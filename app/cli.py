@@ -28,6 +28,7 @@ from rich.progress import (
 from rich.table import Table
 
 from app.client import DEFAULT_URL, ChorusClient, ChorusError
+from app.names import NAME_RE, NAME_RULE
 from app.readers import FileInfo, ReaderError, is_number
 from app.replay import (
     DEFAULT_SPEC,
@@ -139,7 +140,7 @@ def _spec_from(spec: str, seed: int | None) -> dict[str, Any]:
 
 @models_app.command("create")
 def models_create(
-    name: Annotated[str, typer.Argument(help="Model name ([A-Za-z0-9_.-], up to 64).")],
+    name: Annotated[str, typer.Argument(help=f"Model name ({NAME_RULE}).")],
     spec: Annotated[str, typer.Option(help="ensemble:learner[:n_models[:seed]]")] = DEFAULT_SPEC,
     seed: Annotated[int | None, typer.Option(help="Random seed (overrides the spec's).")] = None,
     param: Annotated[
@@ -677,11 +678,10 @@ async def _import_blob(blob: bytes, name: str, settings: Any) -> int:
         raise ReplayError(f"not a valid Chorus snapshot: {exc}") from None
     except (ValueError, KeyError, TypeError) as exc:
         raise ReplayError(f"snapshot rejected by the engine: {exc}") from None
-    from app.registry import NAME_RE
     from app.stores import make_store
 
     if not NAME_RE.match(name):
-        raise ReplayError("--name must match [A-Za-z0-9_.-]{1,64}")
+        raise ReplayError(f"--name: {name!r} is not a model name ({NAME_RULE})")
     spec = dict(meta.get("spec") or model.spec())
     # the snapshot's sequence number is at least 1 so that a server which loaded the empty model
     # between the two writes below sees the log move and reloads from this snapshot

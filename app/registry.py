@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 import math
-import re
 import secrets
 import sqlite3
 import time
@@ -47,12 +46,12 @@ from app.errors import (
     PredictionNotFound,
     StoreUnavailable,
 )
+from app.names import NAME_RE, NAME_RULE
 from app.settings import Settings
 from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict, Store
 
 log = logging.getLogger("chorus.registry")
 
-NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 STORE_ERRORS = (
     redis.exceptions.RedisError,
     sqlite3.OperationalError,
@@ -317,7 +316,7 @@ class Registry:
         """Declare a model (``build_model`` validates the spec; 409 if the name is taken)."""
         self._check_ready()
         if not NAME_RE.match(name):
-            raise InvalidInput("name: must match [A-Za-z0-9_.-]{1,64}")
+            raise InvalidInput(f"name: {name!r} is not a model name ({NAME_RULE})")
         ensembles, _ = _engine()
         features, classes = spec.get("features"), spec.get("classes")
         try:

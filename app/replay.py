@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -30,6 +29,7 @@ from typing import Any, Protocol
 from river import metrics, utils
 
 from app.client import ChorusError
+from app.names import name_from
 from app.readers import Example, FileInfo, read_examples, scan
 
 __all__ = [
@@ -125,7 +125,7 @@ def default_model_name(path: str | Path) -> str:
     for suffix in (".gz",):
         name = name.removesuffix(suffix)
     name = name.rsplit(".", 1)[0] if "." in name else name
-    return re.sub(r"[^A-Za-z0-9_.-]", "-", name)[:64] or "replay"
+    return name_from(name)
 
 
 def argmax(proba: dict[Any, float]) -> Any:

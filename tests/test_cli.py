@@ -278,8 +278,11 @@ def test_export_import_with_the_redis_store(csv_file, tmp_path, clean_redis_url)
 def test_label_json_keeps_the_label_type(server):
     run("models", "create", "typed", "--spec", "single:naive_bayes", "--server", server)
     run("learn", "typed", "1", "a=1", "--label-json", "--server", server)
-    run("learn", "typed", "1", "a=1", "--server", server)  # the string "1": another class
+    run("learn", "typed", "2", "a=1", "--label-json", "--server", server)
+    # the string "1" is not a label of a model of integers
+    mixed = run("learn", "typed", "1", "a=1", "--server", server, ok=False)
+    assert mixed.exit_code == 1 and "labels are integers" in mixed.stderr
     shown = json.loads(run("models", "show", "typed", "--json", "--server", server).stdout)
-    assert shown["classes"] == [1, "1"]
+    assert shown["classes"] == [1, 2]
     bad = run("learn", "typed", "{oops", "--label-json", "--server", server, ok=False)
     assert bad.exit_code == 2 and "not valid JSON" in bad.stderr

@@ -157,3 +157,26 @@ def test_ignored_features_reported(client):
     body = {"model": m, "examples": [{"features": {"zz": 1}}, {"features": {"age": 1}}]}
     res = client.post("/predict", json=body).json()["results"]
     assert [x["ignored_features"] for x in res] == [["zz"], []]
+
+
+@pytest.mark.parametrize("name", [".", "..", ".hidden", "a/b", "a b", "é", "x" * 65, "a%2Fb", ""])
+def test_model_names_a_url_cannot_carry_are_rejected(client, name):
+    r = client.post("/models", json={"name": name})
+    assert r.status_code == 422 and "name" in r.json()["detail"], r.text
+    assert name not in [m["name"] for m in client.get("/models").json()["models"]]
+
+
+@pytest.mark.parametrize("name", ["a.b", "-x", "_", "x" * 64, "v1.2-rc_3"])
+def test_model_names_accepted_are_reachable(client, name):
+    m = _model(client, name)
+    assert client.get(f"/models/{m}").status_code == 200
+    assert client.get(f"/predict?model={m}").status_code == 200
+    assert client.delete(f"/models/{m}").status_code == 204
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.text(max_size=80))
+def test_name_from_makes_valid_names(text):
+    from app.names import NAME_RE, name_from
+
+    assert NAME_RE.match(name_from(text))

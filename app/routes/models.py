@@ -7,11 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path
 from starlette.responses import Response
 
+from app.names import NAME_PATTERN, NAME_RULE
 from app.routes.deps import RegistryDep, errors, json_response, require_key
 from app.routes.schemas import Metrics, ModelCreate, ModelDescription, ModelList
 
 router = APIRouter(tags=["models"], dependencies=[Depends(require_key)])
-NamePath = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Model name")]
+NamePath = Annotated[str, Path(pattern=NAME_PATTERN, description=f"Model name: {NAME_RULE}")]
 
 
 @router.post(

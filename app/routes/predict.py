@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from app.errors import InvalidInput
-from app.registry import NAME_RE
+from app.names import NAME_RE, NAME_RULE
 from app.routes.deps import check_batch, check_key, errors, json_body, json_response
 from app.routes.schemas import PredictBatchResult, PredictRequest, PredictResult
 
@@ -64,7 +64,7 @@ async def predict_get(request: Request) -> Response:
     if model is None:
         raise InvalidInput("model: query parameter required")
     if not NAME_RE.match(model):
-        raise InvalidInput(f"model: must match {NAME_RE.pattern}")
+        raise InvalidInput(f"model: {model!r} is not a model name ({NAME_RULE})")
     h = await reg.get(model)
     (result,) = await reg.predict(model, [reg.typed_query(h, params)], raw=params)
     return json_response(result)

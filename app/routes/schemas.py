@@ -17,6 +17,8 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
+from app.names import NAME_PATTERN, NAME_RULE
+
 # Feature values are checked by the engine (numbers, strings, booleans, null; anything else is a
 # FeatureTypeError naming the feature), so pydantic only documents them: validating a union per
 # value costs more than the engine's whole update.
@@ -30,7 +32,7 @@ Label = StrictBool | StrictInt | StrictStr
 Features = dict[str, Value]
 Weight = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Key = Annotated[str, Field(min_length=1, max_length=200)]
-Name = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Model name, [A-Za-z0-9_.-]{1,64}")
+Name = Field(pattern=NAME_PATTERN, description=f"Model name: {NAME_RULE}")
 
 from app.errors import InvalidInput, validation_message  # noqa: E402
 
