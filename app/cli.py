@@ -47,9 +47,35 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: wraps at any width instead of truncating defaults
 )
-models_app = typer.Typer(help="Create, list, show and delete models.", no_args_is_help=True)
+models_app = typer.Typer(
+    help="Create, list, show and delete models.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(models_app, name="models")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("chorus")
+        except PackageNotFoundError:  # running from a source tree that is not installed
+            v = "unknown (not installed)"
+        typer.echo(f"chorus {v}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Chorus: streaming online bagging and boosting as a predict-then-learn service."""
+
 
 # markup is off by default (labels, names and paths are user data); enabled where it is ours
 out = Console(highlight=False, soft_wrap=True, markup=False)

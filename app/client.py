@@ -435,10 +435,14 @@ class _Base:
             return True
         return call.idempotent and isinstance(exc, httpx.TransportError)
 
-    @staticmethod
-    def _finish(call: _Call, response: httpx.Response | None, exc: Exception | None) -> Any:
+    def _finish(self, call: _Call, response: httpx.Response | None, exc: Exception | None) -> Any:
         if response is None:
-            raise Unavailable(None, f"cannot reach the server: {exc!r}") from exc
+            raise Unavailable(
+                None,
+                f"cannot reach the Chorus server at {self.base_url}: {type(exc).__name__}: {exc} "
+                "(is it running? start one with `chorus serve`, or point --server / CHORUS_URL "
+                "at it)",
+            ) from exc
         _raise_for(response)
         return call.parse(response)
 

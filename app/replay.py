@@ -558,6 +558,20 @@ def _batches(examples: Iterator[Example], size: int) -> Iterator[list[Example]]:
         yield chunk
 
 
+def fitted_ylim(values: list[float]) -> tuple[float, float]:
+    """A y range around ``values`` (accuracies in [0, 1]) with 5 % margins, clipped to [0, 1],
+    at least 0.02 wide: a curve near 0.99 is not a flat line at the top of a 0..1 axis."""
+    vals = [v for v in values if v is not None and v == v]
+    if not vals:
+        return 0.0, 1.0
+    lo, hi = min(vals), max(vals)
+    pad = max((hi - lo) * 0.05, 0.01)
+    lo, hi = max(0.0, lo - pad), min(1.0, hi + pad)
+    if hi - lo < 0.02:
+        lo, hi = (max(0.0, hi - 0.02), hi) if hi >= 1.0 else (lo, min(1.0, lo + 0.02))
+    return lo, hi
+
+
 def plot_curve(report: ReplayReport, out: str | Path) -> Path:
     """Write the learning curve (accuracy and windowed accuracy over examples) as a PNG.
 
@@ -586,7 +600,7 @@ def plot_curve(report: ReplayReport, out: str | Path) -> Path:
             ax.plot(xs, [p[2] for p in report.curve], label=f"accuracy (last {report.window})")
         ax.set_xlabel("examples")
         ax.set_ylabel("accuracy")
-        ax.set_ylim(0, 1)
+        ax.set_ylim(*fitted_ylim([v for p in report.curve for v in p[1:3]]))
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right")
         spec = report.spec or {}

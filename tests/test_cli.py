@@ -84,7 +84,37 @@ def test_usage_errors_exit_2(tmp_path):
 def test_unreachable_server_is_one_line(tmp_path):
     result = run("models", "list", "--server", "http://127.0.0.1:9", ok=False)
     assert result.exit_code == 1
-    assert result.stderr.count("\n") == 1 and "cannot reach the server" in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert "cannot reach the Chorus server at http://127.0.0.1:9" in result.stderr
+    assert "chorus serve" in result.stderr
+
+
+def test_version():
+    from importlib.metadata import version
+
+    assert run("--version").stdout.strip() == f"chorus {version('chorus')}"
+
+
+@pytest.mark.parametrize("command", [[], ["replay"], ["models", "create"], ["learn"], ["serve"]])
+def test_help_fits_80_columns_untruncated(command, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    text = run(*command, "--help").stdout
+    assert "Usage:" in text
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    assert "\u2026" not in text  # nothing cut off with an ellipsis
+    if command == ["replay"]:
+        assert "bagging:hoeffding_tree:10" in text and "default: 100" in text
+
+
+def test_plot_y_axis_fitted_to_the_data():
+    from app.replay import fitted_ylim
+
+    lo, hi = fitted_ylim([0.991, 0.995, None, 0.999])
+    assert 0.97 < lo < 0.991 and 0.999 < hi <= 1.0
+    assert fitted_ylim([0.5, 0.9]) == pytest.approx((0.48, 0.92))
+    assert fitted_ylim([]) == (0.0, 1.0)
+    lo, hi = fitted_ylim([1.0, 1.0])
+    assert hi == 1.0 and hi - lo >= 0.02
 
 
 # ---------------------------------------------------------------- against a live server
