@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from app.errors import install_error_handlers
 from app.registry import Registry
 from app.routes import learn, models, ops, predict
+from app.routes.docs import install_docs
 from app.settings import Settings, get_settings
 from app.stores import Store, make_store
 from app.warmup import Warmup, parse_kinds
@@ -107,6 +108,8 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # served from local assets by install_docs (no CDN)
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.registry = registry
@@ -122,6 +125,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     install_error_handlers(app)
     for r in (models.router, learn.router, predict.router, ops.router):
         app.include_router(r)
+    install_docs(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
