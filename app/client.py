@@ -531,14 +531,20 @@ class ChorusClient(_Base):
 
     # -- models
 
-    def create_model(self, name: str, **spec: Any) -> ModelInfo:
-        """Create a model; raises :class:`Conflict` if the name is taken.
+    def create_model(self, name: str, *, exist_ok: bool = False, **spec: Any) -> ModelInfo:
+        """Create a model; raises :class:`Conflict` if the name is taken, unless ``exist_ok``
+        (then the existing model is returned as it is; its spec is not compared).
 
         Keywords: ``ensemble`` ("bagging"), ``learner`` ("hoeffding_tree"), ``n_models`` and
         ``seed`` (server defaults when omitted), ``params``, ``features`` (name -> "numeric" |
         "categorical"), ``classes``.
         """
-        return self._send(_Core.create_model(name, **spec))
+        try:
+            return self._send(_Core.create_model(name, **spec))
+        except Conflict:
+            if not exist_ok:
+                raise
+            return self.get_model(name)
 
     def list_models(self) -> list[ModelInfo]:
         """All models."""
@@ -664,9 +670,14 @@ class AsyncChorusClient(_Base):
         """``GET /readyz``."""
         return await self._send(_Core.ready())
 
-    async def create_model(self, name: str, **spec: Any) -> ModelInfo:
+    async def create_model(self, name: str, *, exist_ok: bool = False, **spec: Any) -> ModelInfo:
         """See :meth:`ChorusClient.create_model`."""
-        return await self._send(_Core.create_model(name, **spec))
+        try:
+            return await self._send(_Core.create_model(name, **spec))
+        except Conflict:
+            if not exist_ok:
+                raise
+            return await self.get_model(name)
 
     async def list_models(self) -> list[ModelInfo]:
         """All models."""

@@ -14,11 +14,11 @@ import pytest
 pytest.importorskip("scipy")  # the t-tests; scipy is a benchmark dependency
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("CHORUS_DATA_DIR", ROOT.parent / "shared" / "datasets" / "raw"))
+DATA = Path(os.environ.get("CHORUS_UCI_DIR", ROOT.parent / "shared" / "datasets" / "raw"))
 
 pytestmark = pytest.mark.skipif(
     not (DATA / "promoters" / "promoters.data").exists(),
-    reason=f"UCI data not found in {DATA} (set CHORUS_DATA_DIR)",
+    reason=f"UCI data not found in {DATA} (set CHORUS_UCI_DIR; CHORUS_DATA_DIR is the service store)",
 )
 
 
