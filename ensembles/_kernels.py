@@ -214,4 +214,6 @@ def member_predict(B, m, xn, xc, n_classes, code_attr, out):
             out[r] = -1
 
 
-one_specialisation(globals())  # after every kernel: one compiled version per argument type
+# after every kernel: one compiled version per argument type, except ensemble_run's per method
+# (BAGGING/BOOSTING constants): bagging_run then compiles no boosting code (-2 s of a cold start)
+one_specialisation(globals(), keep_literal=("ensemble_run",))

@@ -17,7 +17,7 @@ from numba.core import types
 from numba.core.registry import CPUDispatcher
 
 
-def one_specialisation(namespace: dict[str, Any]) -> None:
+def one_specialisation(namespace: dict[str, Any], *, keep_literal: tuple[str, ...] = ()) -> None:
     """Make every numba kernel defined in ``namespace`` (a module's ``globals()``) compile
     calls from other kernels with non-literal argument types.
 
@@ -25,11 +25,16 @@ def one_specialisation(namespace: dict[str, Any]) -> None:
     ----------
     namespace
         The module's globals; kernels imported from elsewhere are left to their own module.
+    keep_literal
+        Kernels left as numba makes them: one specialisation per literal argument is wanted
+        when a constant argument selects a branch, which numba then prunes (so a caller
+        compiles only its own branch).
     """
     name = namespace.get("__name__")
-    for obj in list(namespace.values()):
+    for key, obj in list(namespace.items()):
         if isinstance(obj, CPUDispatcher) and obj.py_func.__module__ == name:
-            _unliteral(obj)
+            if key not in keep_literal:
+                _unliteral(obj)
 
 
 def _unliteral(dispatcher: CPUDispatcher) -> None:
