@@ -180,3 +180,18 @@ def test_name_from_makes_valid_names(text):
     from app.names import NAME_RE, name_from
 
     assert NAME_RE.match(name_from(text))
+
+
+def test_client_create_model_exist_ok(tmp_path):
+    from _live_server import live_server
+
+    from app.client import ChorusClient, Conflict
+
+    with live_server(tmp_path / "d", warmup="none") as url, ChorusClient(url) as chorus:
+        first = chorus.create_model("ex", n_models=2)
+        with pytest.raises(Conflict):
+            chorus.create_model("ex", n_models=2)
+        again = chorus.create_model("ex", n_models=3, exist_ok=True)
+        assert again.name == first.name and again.spec == first.spec
+        chorus.learn("ex", {"a": 1.0}, "y")
+        assert chorus.predict("ex", {"a": 1.0, "typo": 2}).ignored_features == ["typo"]
