@@ -139,7 +139,7 @@ def test_best_classes_breaks_ties_like_argmax_label():
 
 def test_inputs_the_encoding_rejects_behave_as_on_the_generic_path():
     X, y = _data(200)
-    X[150] = {**X[150], "size": 3.0}  # "size" is categorical: members that draw this row fail
+    X[150] = {**X[150], "size": [3.0]}  # no kind takes a list: members that draw this row fail
     for learner in (NaiveBayes(), Proxy(NaiveBayes())):
         with pytest.raises(FeatureTypeError, match="size"):
             BatchBagging(learner, n_models=4, seed=1).fit(X, y)
