@@ -88,6 +88,13 @@ class EngineFailure(ChorusError):
     status_code = 500
 
 
+class ModelBroken(ChorusError):
+    """The model could not be loaded from the store (corrupt or unverifiable snapshot, a log
+    entry the engine refuses); it answers 409 with the reason until deleted or repaired."""
+
+    status_code = 409
+
+
 class CorruptSnapshot(Exception):
     """A snapshot failed its checksum or format check (never loaded)."""
 

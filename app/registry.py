@@ -40,6 +40,7 @@ from app.errors import (
     CorruptSnapshot,
     EngineFailure,
     InvalidInput,
+    ModelBroken,
     ModelExists,
     ModelNotFound,
     NotReady,
@@ -86,6 +87,26 @@ def _clean_proba(proba: dict) -> dict:
             return proba
         break
     return {k: float(v) for k, v in proba.items()}
+
+
+def is_river_spec(spec: dict[str, Any]) -> bool:
+    """Whether a declared spec has river-backed (pickled) members."""
+    learner = spec.get("learner")
+    return isinstance(learner, str) and learner.startswith("river:")
+
+
+def _mentions_river(header: Any) -> bool:
+    """Whether a decoded snapshot header names a river-backed member anywhere (iterative walk)."""
+    stack = [header]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str) and "RiverLearner" in node:
+            return True
+    return False
 
 
 class LogGap(Exception):
@@ -255,6 +276,7 @@ class Registry:
         self.store = store
         self.settings = settings
         self.handles: dict[str, Handle] = {}
+        self.broken: dict[str, str] = {}  # model name -> why it could not be loaded
         self.ready = False
         self._loading: dict[str, asyncio.Lock] = {}
         self._key = settings.snapshot_key.encode() if settings.snapshot_key else None
@@ -269,9 +291,9 @@ class Registry:
         for name, spec in specs.items():
             if name not in self.handles:
                 try:
-                    self.handles[name] = await self._load(name, spec)
-                except CorruptSnapshot as exc:
-                    log.error("model %s not loaded: %s", name, exc)
+                    self.handles[name] = await self._load_checked(name, spec)
+                except ModelBroken as exc:
+                    log.error("%s", exc.detail)
         self.ready = True
         log.info("recovered %d model(s) from the %s store", len(self.handles), self.store.name)
 
@@ -325,6 +347,11 @@ class Registry:
             model.declare(features=features, classes=classes)
         except (ValueError, TypeError, KeyError, ImportError) as exc:
             raise InvalidInput(f"spec: {exc}") from exc
+        if is_river_spec(spec) and not self._key:
+            raise InvalidInput(
+                "learner: river-backed models are snapshotted with pickle, so they need "
+                "CHORUS_SNAPSHOT_KEY (an HMAC key kept outside the store) to be set on the server"
+            )
         stored = {**model.spec(), "features": features, "classes": classes}
         if not await self._store(self.store.create_model(name, stored)):
             raise ModelExists(f"model {name!r} already exists")
@@ -342,6 +369,7 @@ class Registry:
                 self.handles.pop(name, None)
         else:
             gone = await self._store(self.store.delete_model(name))
+        self.broken.pop(name, None)
         if not gone:
             raise ModelNotFound(f"model {name!r} not found")
 
@@ -353,6 +381,8 @@ class Registry:
     async def get(self, name: str) -> Handle:
         """The live model, loading it from the store if another process declared it."""
         self._check_ready()
+        if name in self.broken:
+            raise ModelBroken(f"model {name!r} is broken: {self.broken[name]}")
         h = self.handles.get(name)
         if h is not None:
             if h.dirty:
@@ -379,6 +409,10 @@ class Registry:
                 except LogGap:
                     h.dirty = True
                     await self._ensure_clean(h)
+                except CorruptSnapshot as exc:
+                    self.broken[h.name] = str(exc)
+                    self.handles.pop(h.name, None)
+                    raise ModelBroken(f"model {h.name!r} is broken: {exc}") from exc
         return h
 
     def describe(self, h: Handle) -> dict[str, Any]:
@@ -393,6 +427,26 @@ class Registry:
             "state_bytes": int(d.get("state_bytes", 0)),
             "metrics": h.metrics.report(),
             "members": list(d.get("members", [])),
+            "status": "ok",
+            "reason": None,
+        }
+
+    async def describe_broken(self, name: str) -> dict[str, Any] | None:
+        """What ``GET /models`` lists for a broken model (``None`` if it is not broken)."""
+        if name not in self.broken:
+            return None
+        spec = await self._store(self.store.get_model(name))
+        return {
+            "name": name,
+            "spec": spec or {},
+            "n_seen": None,
+            "seq": None,
+            "classes": [],
+            "state_bytes": None,
+            "metrics": None,
+            "members": [],
+            "status": "broken",
+            "reason": self.broken[name],
         }
 
     # ----------------------------------------------------------------- learning
@@ -725,30 +779,49 @@ class Registry:
         h.dirty = False
 
     async def _load_checked(self, name: str, spec: dict[str, Any]) -> Handle:
+        """Load a model; one that cannot be loaded is marked broken (:class:`ModelBroken`)."""
         for _ in range(_MAX_ATTEMPTS):
             try:
-                return await self._load(name, spec)
+                h = await self._load(name, spec)
+                self.broken.pop(name, None)
+                return h
             except CorruptSnapshot as exc:
-                raise StoreUnavailable(f"model {name!r}: stored snapshot rejected ({exc})") from exc
+                reason = str(exc)
+                break
             except LogGap as exc:  # a newer snapshot landed between our two reads: again
-                gap = exc
-        raise StoreUnavailable(str(gap))
+                reason = str(exc)
+        self.broken[name] = reason
+        self.handles.pop(name, None)
+        raise ModelBroken(f"model {name!r} is broken: {reason}")
 
     async def _load(self, name: str, spec: dict[str, Any]) -> Handle:
         """Snapshot (checksum verified) + replay of the log tail."""
         ensembles, _ = _engine()
         window = self.settings.metrics_window
         snap = await self._store(self.store.get_snapshot(name))
-        if snap is not None:
-            _, blob = snap
-            state, meta = codec.decode(blob, self._key)
-            model = ensembles.load_state(state)
-            seq = int(meta["seq"])
-            m = ModelMetrics.from_json(meta.get("metrics"), window)
-        else:
-            model = ensembles.build_model(engine_spec(spec))
-            model.declare(features=spec.get("features"), classes=spec.get("classes"))
-            seq, m = 0, ModelMetrics(window)
+        try:
+            if snap is not None:
+                _, blob = snap
+                state, meta = codec.decode(blob, self._key)
+                if not self._key and _mentions_river(state["header"]):
+                    # a plain checksum anyone can recompute: never decode pickled members
+                    raise CorruptSnapshot(
+                        "snapshot has river-backed (pickled) members but is not HMAC-signed; "
+                        "refused without decoding (set CHORUS_SNAPSHOT_KEY)"
+                    )
+                model = ensembles.load_state(state)
+                seq = int(meta["seq"])
+                m = ModelMetrics.from_json(meta.get("metrics"), window)
+            else:
+                if is_river_spec(spec) and not self._key:
+                    raise CorruptSnapshot("river-backed model needs CHORUS_SNAPSHOT_KEY")
+                model = ensembles.build_model(engine_spec(spec))
+                model.declare(features=spec.get("features"), classes=spec.get("classes"))
+                seq, m = 0, ModelMetrics(window)
+        except CorruptSnapshot:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever the stored bytes are, only this model fails
+            raise CorruptSnapshot(f"stored state cannot be loaded: {exc!r}"[:500]) from exc
         h = Handle(name, spec, model, seq=seq, snap_seq=seq, metrics=m)
         await self._replay(h)
         h.keys = await self._store(self.store.get_keys(name))
@@ -771,9 +844,16 @@ class Registry:
                 if s != h.seq + len(recs) + 1:
                     raise LogGap(f"model {h.name!r}: log gap at {h.seq + len(recs) + 1}")
                 recs.append(orjson.loads(raw))
-            probas = h.model.predict_learn_many(
-                [r["x"] for r in recs], [r["y"] for r in recs], [r.get("w", 1.0) for r in recs]
-            )
+            try:
+                probas = h.model.predict_learn_many(
+                    [r["x"] for r in recs], [r["y"] for r in recs], [r.get("w", 1.0) for r in recs]
+                )
+            except Exception as exc:  # noqa: BLE001 - a log entry the engine refuses
+                raise CorruptSnapshot(
+                    f"log entries {h.seq + 1}..{h.seq + len(recs)} cannot be replayed: {exc!r}"[
+                        :500
+                    ]
+                ) from exc
             for j, (r, proba) in enumerate(zip(recs, probas, strict=True)):
                 pred = r["p"] if "p" in r else argmax(proba)
                 h.metrics.update(r["y"], pred)

@@ -569,7 +569,7 @@ def test_group_commit_isolates_a_bad_request(make_client, tmp_path, request):
 
 
 def test_tampered_snapshot_is_refused(make_client, tmp_path, request):
-    """A snapshot that fails its checksum is never loaded: that model answers 503, others work."""
+    """A snapshot that fails its checksum is never loaded: that model is broken (409), others work."""
     import asyncio
 
     from app.stores import make_store
@@ -595,7 +595,7 @@ def test_tampered_snapshot_is_refused(make_client, tmp_path, request):
     asyncio.run(tamper())
     with make_client(snapshot_every=10) as client:
         r = client.get("/models/m")
-        assert r.status_code == 503 and "snapshot" in r.json()["detail"]
+        assert r.status_code == 409 and "checksum" in r.json()["detail"]
         assert client.get("/models/other").json()["n_seen"] == 3
         assert client.get("/readyz").status_code == 200
 

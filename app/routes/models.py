@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path
 from starlette.responses import Response
 
+from app.errors import ModelBroken, ModelNotFound
 from app.routes.deps import RegistryDep, errors, json_response, require_key
 from app.routes.schemas import Metrics, ModelCreate, ModelDescription, ModelList
 
@@ -35,16 +36,19 @@ async def list_models(reg: RegistryDep) -> Response:
     for name in await reg.names():
         try:
             out.append(reg.describe(await reg.get(name)))
-        except Exception as exc:  # noqa: BLE001 - a model deleted meanwhile is just skipped
-            if getattr(exc, "status_code", None) != 404:
-                raise
+        except ModelBroken:
+            broken = await reg.describe_broken(name)
+            if broken is not None:
+                out.append(broken)
+        except ModelNotFound:  # deleted meanwhile: just skipped
+            pass
     return json_response({"models": out})
 
 
 @router.get(
     "/models/{name}",
     response_model=ModelDescription,
-    responses=errors(401, 404, 422, 503),
+    responses=errors(401, 404, 409, 422, 503),
     summary="Describe a model",
 )
 async def get_model(name: NamePath, reg: RegistryDep) -> Response:
@@ -55,7 +59,7 @@ async def get_model(name: NamePath, reg: RegistryDep) -> Response:
 @router.delete(
     "/models/{name}",
     status_code=204,
-    responses=errors(401, 404, 422, 503),
+    responses=errors(401, 404, 409, 422, 503),
     summary="Delete a model",
 )
 async def delete_model(name: NamePath, reg: RegistryDep) -> Response:
@@ -67,7 +71,7 @@ async def delete_model(name: NamePath, reg: RegistryDep) -> Response:
 @router.get(
     "/models/{name}/metrics",
     response_model=Metrics,
-    responses=errors(401, 404, 422, 503),
+    responses=errors(401, 404, 409, 422, 503),
     summary="Model metrics",
 )
 async def model_metrics(name: NamePath, reg: RegistryDep) -> Response:

@@ -147,14 +147,18 @@ class ModelDescription(BaseModel):
 
     name: str
     spec: dict[str, Any]
-    n_seen: int
-    seq: int = Field(description="Last log sequence number applied")
+    n_seen: int | None = Field(description="Examples learned (null when broken)")
+    seq: int | None = Field(description="Last log sequence number applied (null when broken)")
     classes: list[Any]
-    state_bytes: int
-    metrics: Metrics
+    state_bytes: int | None
+    metrics: Metrics | None
     members: list[dict[str, Any]] = Field(
         default_factory=list, description="Boosting: epsilon, lambda_sc, lambda_sw, vote_weight"
     )
+    status: Literal["ok", "broken"] = Field(
+        "ok", description="`broken`: the model could not be loaded from the store (see `reason`)"
+    )
+    reason: str | None = Field(None, description="Why a broken model could not be loaded")
 
 
 class ModelList(BaseModel):
