@@ -36,6 +36,7 @@ from river import metrics as rmetrics
 from river import utils as rutils
 
 from app import snapshot as codec
+from app import validate
 from app.errors import (
     CorruptSnapshot,
     EngineFailure,
@@ -342,10 +343,12 @@ class Registry:
             raise InvalidInput("name: must match [A-Za-z0-9_.-]{1,64}")
         ensembles, _ = _engine()
         features, classes = spec.get("features"), spec.get("classes")
+        for fld in ("classes", "params", "features"):
+            validate.check(spec.get(fld), fld)
         try:
             model = ensembles.build_model(engine_spec(spec))
             model.declare(features=features, classes=classes)
-        except (ValueError, TypeError, KeyError, ImportError) as exc:
+        except (ValueError, TypeError, KeyError, ImportError, OverflowError) as exc:
             raise InvalidInput(f"spec: {exc}") from exc
         if is_river_spec(spec) and not self._key:
             raise InvalidInput(
@@ -571,6 +574,9 @@ class Registry:
                 first_of[ex.key] = i
             todo.append(i)
         if todo:
+            # the log records first: whatever the store cannot hold is refused before learning
+            many = len(examples) > 1
+            raws = [self._record(examples[i], f"examples.{i}." if many else "") for i in todo]
             X = [examples[i].features for i in todo]
             Y = [examples[i].label for i in todo]
             W = [examples[i].weight for i in todo]
@@ -594,22 +600,25 @@ class Registry:
                     "server); nothing was acknowledged and the model is rebuilt from its log"
                 ) from exc
             entries, fresh = [], []
-            for j, i in enumerate(todo):
-                ex = examples[i]
-                proba = _clean_proba(probas[j])
-                if ex.served is not None:
-                    pred, proba = ex.served
-                else:
-                    pred = argmax(proba)
-                out = {"prediction": pred, "probabilities": proba, "seq": h.seq + j + 1}
-                rec: dict[str, Any] = {"x": ex.features, "y": ex.label, "w": ex.weight}
-                if ex.key is not None:
-                    rec["k"] = ex.key
-                if ex.served is not None:
-                    rec["p"] = pred
-                resp = dumps(out) if ex.key is not None else None
-                entries.append(Entry(dumps(rec), ex.key, resp))
-                fresh.append((i, out, resp))
+            try:
+                for j, i in enumerate(todo):
+                    ex = examples[i]
+                    proba = _clean_proba(probas[j])
+                    if ex.served is not None:
+                        pred, proba = ex.served
+                    else:
+                        pred = argmax(proba)
+                    out = {"prediction": pred, "probabilities": proba, "seq": h.seq + j + 1}
+                    resp = dumps(out) if ex.key is not None else None
+                    entries.append(Entry(raws[j], ex.key, resp))
+                    fresh.append((i, out, resp))
+            except Exception as exc:  # learned but not loggable: an engine bug, rebuild
+                log.exception("model %s: engine answer cannot be encoded", h.name)
+                h.dirty = self.settings.durability == "log"
+                raise EngineFailure(
+                    f"model {h.name}: internal error while encoding the answer (logged on the "
+                    "server); nothing was acknowledged and the model is rebuilt from its log"
+                ) from exc
             if self.settings.durability == "log":
                 try:
                     new_seq = await self.store.append(h.name, entries, h.seq)
@@ -634,6 +643,21 @@ class Registry:
             if results[i] is None:  # a key repeated inside the batch
                 results[i] = {**results[first_of[ex.key]], "duplicate": True}
         return results  # type: ignore[return-value]
+
+    @staticmethod
+    def _record(ex: Example, prefix: str) -> bytes:
+        """The example's log record (JSON), or :class:`InvalidInput` naming what cannot be stored."""
+        validate.check_label(ex.label, f"{prefix}label")
+        rec: dict[str, Any] = {"x": ex.features, "y": ex.label, "w": ex.weight}
+        if ex.key is not None:
+            rec["k"] = ex.key
+        if ex.served is not None:
+            rec["p"] = ex.served[0]
+        try:
+            return dumps(rec)
+        except orjson.JSONEncodeError as exc:
+            validate.check(ex.features, f"{prefix}features")
+            raise InvalidInput(f"{prefix}features: cannot be stored ({exc})") from None
 
     async def learn_delayed(
         self, name: str, prediction_id: str, label: Any, key: str | None = None
@@ -695,7 +719,11 @@ class Registry:
             result = {"prediction": pred, "probabilities": proba, "prediction_id": None}
             if self.settings.keep_predictions:
                 pid = secrets.token_urlsafe(12)
-                blob = dumps({"x": x, "p": pred, "proba": proba, "exp": time.time() + ttl})
+                try:
+                    blob = dumps({"x": x, "p": pred, "proba": proba, "exp": time.time() + ttl})
+                except orjson.JSONEncodeError as exc:
+                    validate.check(x, "features")
+                    raise InvalidInput(f"features: cannot be stored ({exc})") from None
                 fut = loop.create_future()
                 self._kept.append((name, pid, blob, fut))
                 waits.append((result, pid, fut))

@@ -98,3 +98,108 @@ def test_forged_pickle_snapshot_runs_nothing(make_client, tmp_path, server_key):
     with make_client(snapshot_key=server_key) as client:  # a broken model can be deleted
         assert client.delete("/models/m").status_code == 204
         assert [m["name"] for m in client.get("/models").json()["models"]] == ["other"]
+
+
+# ------------------------------------------------------------- unrepresentable input
+BIG = 2**64 + 7
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"classes": ["a", BIG]}, "classes.1"),
+        ({"classes": [-(2**63) - 1]}, "classes.0"),
+        ({"params": {"grace_period": BIG}}, "params.grace_period"),
+    ],
+)
+def test_create_refuses_wide_integers(client, body, field):
+    r = client.post("/models", json={**SPEC, **body})
+    assert r.status_code == 422 and r.json()["detail"].startswith(field), r.text
+    assert client.get("/models").json() == {"models": []}
+
+
+@pytest.fixture
+def client(make_client):
+    with make_client() as c:
+        yield c
+
+
+def _n(client, name="m"):
+    d = client.get(f"/models/{name}").json()
+    return d["n_seen"], d["seq"]
+
+
+def test_wide_integers_in_examples_leave_no_trace(client):
+    """Label or feature wider than 64 bits: 422 naming the field, nothing learned or logged,
+    the model and every other route keep working (also after a restart)."""
+    assert client.post("/models", json=SPEC).status_code == 201
+    _stream(client, 4)
+    bad = [
+        ({"model": "m", "features": {"x": 1.0}, "label": BIG}, "label"),
+        ({"model": "m", "features": {"x": BIG}, "label": "lo"}, "features.x"),
+        ({"model": "m", "features": {"x": -BIG}, "label": "lo", "id": "k1"}, "features.x"),
+        (
+            {
+                "model": "m",
+                "examples": [
+                    {"features": {"x": 1.0}, "label": "lo"},
+                    {"features": {"y": BIG}, "label": "hi"},
+                ],
+            },
+            "examples.1.features.y",
+        ),  # fmt: skip
+    ]
+    for body, field in bad:
+        r = client.post("/learn", json=body)
+        assert r.status_code == 422 and r.json()["detail"].startswith(field), r.text
+        assert _n(client) == (4, 4)
+    r = client.post("/predict", json={"model": "m", "features": {"x": BIG}})
+    assert r.status_code == 422 and r.json()["detail"].startswith("features.x")
+    assert client.get("/models").status_code == 200
+    _stream(client, 2, start=4)
+    assert _n(client) == (6, 6)
+
+
+def test_engine_failure_after_learning_leaves_no_trace_in_log_or_snapshot(make_client, monkeypatch):
+    """Fault injection: the engine learns then fails; the store append fails; the snapshot
+    fails. Each time nothing is acknowledged and the model, log and snapshot agree."""
+    import app.registry as registry
+    from ensembles import OnlineBagging
+
+    with make_client(snapshot_every=3) as client:
+        client.post("/models", json=SPEC)
+        _stream(client, 2)
+        real = OnlineBagging.predict_learn_one
+
+        def learn_then_fail(self, *a, **k):
+            real(self, *a, **k)
+            raise RuntimeError("fails after learning")
+
+        with monkeypatch.context() as mp:
+            mp.setattr(OnlineBagging, "predict_learn_one", learn_then_fail)
+            r = client.post("/learn", json={"model": "m", "features": {"x": 1.0}, "label": "lo"})
+        assert r.status_code == 500
+        assert _n(client) == (2, 2)
+
+        reg = client.app.state.registry
+
+        async def append_fails(*a, **k):
+            raise OSError("disk on fire")
+
+        with monkeypatch.context() as mp:
+            mp.setattr(reg.store, "append", append_fails)
+            r = client.post("/learn", json={"model": "m", "features": {"x": 1.0}, "label": "lo"})
+        assert r.status_code == 503
+        assert _n(client) == (2, 2)
+
+        def encode_fails(*a, **k):
+            raise OSError("snapshot encoding failed")
+
+        with monkeypatch.context() as mp:
+            mp.setattr(registry.codec, "encode", encode_fails)
+            _stream(client, 2, start=2)  # crosses snapshot_every: the snapshot fails quietly
+        assert _n(client) == (4, 4)
+    with make_client(snapshot_every=3) as client:  # restart: exactly the acknowledged examples
+        assert _n(client) == (4, 4)
+        _stream(client, 1, start=4)
+        assert _n(client) == (5, 5)
