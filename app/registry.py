@@ -823,13 +823,30 @@ class Registry:
         raise ModelBroken(f"model {name!r} is broken: {reason}")
 
     async def _load(self, name: str, spec: dict[str, Any]) -> Handle:
-        """Snapshot (checksum verified) + replay of the log tail."""
+        """Newest snapshot that verifies and loads (checksum first) + replay of the log tail.
+
+        A rejected snapshot falls back to the previous generation: the log is trimmed only
+        behind the oldest one kept, so nothing acknowledged is lost. A :class:`LogGap` (a newer
+        snapshot landed meanwhile) propagates so the caller starts over.
+        """
+        gens = await self._store(self.store.get_snapshots(name))
+        rejected: list[str] = []
+        for gen_seq, blob in gens:  # newest first
+            try:
+                return await self._load_from(name, spec, blob)
+            except CorruptSnapshot as exc:
+                log.error("model %s: snapshot at seq %d rejected: %s", name, gen_seq, exc)
+                rejected.append(f"snapshot at seq {gen_seq}: {exc}")
+        if rejected:
+            raise CorruptSnapshot("; ".join(rejected))
+        return await self._load_from(name, spec, None)
+
+    async def _load_from(self, name: str, spec: dict[str, Any], blob: bytes | None) -> Handle:
+        """One snapshot generation (or none: a fresh model) + replay of the log behind it."""
         ensembles, _ = _engine()
         window = self.settings.metrics_window
-        snap = await self._store(self.store.get_snapshot(name))
         try:
-            if snap is not None:
-                _, blob = snap
+            if blob is not None:
                 state, meta = codec.decode(blob, self._key)
                 if not self._key and _mentions_river(state["header"]):
                     # a plain checksum anyone can recompute: never decode pickled members
@@ -907,8 +924,8 @@ class Registry:
         blob = codec.encode(state, meta, self._key)
         seq = h.seq
         try:
-            await self.store.put_snapshot(h.name, seq, blob)
-            await self.store.trim(h.name, seq)
+            oldest = await self.store.put_snapshot(h.name, seq, blob)
+            await self.store.trim(h.name, oldest)  # behind the oldest generation kept
         except ModelGone:
             self.handles.pop(h.name, None)
             raise ModelNotFound(f"model {h.name!r} not found") from None

@@ -78,7 +78,8 @@ def test_forged_pickle_snapshot_runs_nothing(make_client, tmp_path, server_key):
 
     async def plant(store):
         seq, _ = await store.get_snapshot("m")
-        await store.put_snapshot("m", seq + 1, codec.encode(state, {"seq": seq}, wrong))
+        for gen in (1, 2):  # both generations: no good snapshot to fall back to
+            await store.put_snapshot("m", seq + gen, codec.encode(state, {"seq": seq}, wrong))
 
     _in_store(settings, plant)
     for n_other in (3, 4):  # restart twice: nothing runs, nothing loops
