@@ -81,6 +81,12 @@ class NotReady(ChorusError):
     status_code = 503
 
 
+class NotCaughtUp(ChorusError):
+    """``min_seq`` was not reached within the wait bound (read-your-writes across replicas)."""
+
+    status_code = 503
+
+
 class EngineFailure(ChorusError):
     """The engine failed on input it should have accepted: a bug, reported as such (the details
     go to the server log, not to the client)."""
@@ -144,7 +150,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ChorusError)
     async def _chorus(request: Request, exc: ChorusError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
-        if isinstance(exc, StoreUnavailable | NotReady):
+        if isinstance(exc, StoreUnavailable | NotReady | NotCaughtUp):
             headers = {"Retry-After": "1"}
         return _json(exc.status_code, exc.detail, headers)
 

@@ -44,6 +44,7 @@ from app.errors import (
     ModelBroken,
     ModelExists,
     ModelNotFound,
+    NotCaughtUp,
     NotReady,
     PredictionExpired,
     PredictionNotFound,
@@ -239,6 +240,7 @@ class Handle:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     dirty: bool = False
     last_snapshot: float = field(default_factory=time.monotonic)
+    last_refresh: float = field(default_factory=time.monotonic)
     learned: int = 0
     pending: list = field(default_factory=list)  # [(examples, future)] waiting for the writer
     writer: asyncio.Task | None = None
@@ -403,12 +405,49 @@ class Registry:
                 self.handles[name] = h
         return h
 
+    async def fresh(self, name: str, min_seq: int | None = None, *, always: bool = False) -> Handle:
+        """The model for a read: caught up with the log within the freshness bound.
+
+        With a shared store the model applies the other processes' entries when it was last
+        caught up more than ``read_staleness`` seconds ago (``always``: on every call). With
+        ``min_seq`` it waits (up to ``min_seq_wait`` seconds) until it has applied at least that
+        log sequence number, then answers :class:`NotCaughtUp` (503).
+        """
+        h = await self.get(name)
+        shared = self.settings.shared_store and self.settings.durability == "log"
+        behind = min_seq is not None and h.seq < min_seq
+        if shared and (
+            always or behind or time.monotonic() - h.last_refresh >= self.settings.read_staleness
+        ):
+            h = await self.refresh(h)
+        if min_seq is None or h.seq >= min_seq:
+            return h
+        deadline = time.monotonic() + self.settings.min_seq_wait
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+            h = await self.get(name)
+            if shared:
+                h = await self.refresh(h)
+            if h.seq >= min_seq:
+                return h
+        raise NotCaughtUp(
+            f"min_seq: model {name!r} is at seq {h.seq}, {min_seq} not reached within "
+            f"{self.settings.min_seq_wait:g} s; retry"
+        )
+
     async def refresh(self, h: Handle) -> Handle:
-        """With other writing processes, apply their log entries before answering a read."""
+        """With other writing processes, apply their log entries before answering a read.
+
+        A log trimmed past this process's position (another process snapshotted) shows up as an
+        empty tail while the store's last seq is ahead: the model is reloaded from the snapshot.
+        """
         if self.settings.shared_store and self.settings.durability == "log":
             async with h.lock:
                 try:
-                    await self._replay(h, keys=True)
+                    n = await self._replay(h, keys=True)
+                    if n == 0 and await self._store(self.store.last_seq(h.name)) > h.seq:
+                        raise LogGap(f"model {h.name!r}: log trimmed past seq {h.seq}")
+                    h.last_refresh = time.monotonic()
                 except LogGap:
                     h.dirty = True
                     await self._ensure_clean(h)
@@ -685,14 +724,20 @@ class Registry:
 
     # ----------------------------------------------------------------- predicting
     async def predict(
-        self, name: str, X: list[dict[str, Any]], raw: dict[str, str] | None = None
+        self,
+        name: str,
+        X: list[dict[str, Any]],
+        raw: dict[str, str] | None = None,
+        *,
+        min_seq: int | None = None,
     ) -> list[dict[str, Any]]:
         """Predict without learning; keeps the features for a delayed label when configured.
 
         ``raw`` holds the query-string values of a single ``GET /predict`` row: a feature the
         model knows as categorical (say a zip code) that looked numeric is retried as text.
+        The model is caught up with the log as :meth:`fresh` describes (``min_seq``).
         """
-        h = await self.get(name)
+        h = await self.fresh(name, min_seq)
         _, learners = _engine()
         try:
             try:

@@ -52,6 +52,12 @@ class Settings(BaseSettings):
     shared_store
         Other processes write to the same store (``serve(workers > 1)`` sets it): read the log
         tail before each write instead of finding out from a refused append.
+    read_staleness
+        With ``shared_store``, ``/predict`` catches up with the log when its model was last
+        caught up longer ago than this (seconds): the freshness bound of reads.
+    min_seq_wait
+        How long a read with ``min_seq`` waits for the model to reach that log sequence number
+        before answering 503 (seconds).
     """
 
     model_config = SettingsConfigDict(env_prefix="CHORUS_", extra="ignore")
@@ -73,6 +79,8 @@ class Settings(BaseSettings):
     metrics_window: int = Field(1000, ge=1)
     idempotency_window: int = Field(100_000, ge=1)
     shared_store: bool = False
+    read_staleness: float = Field(1.0, ge=0)
+    min_seq_wait: float = Field(2.0, ge=0, le=60)
 
 
 @lru_cache

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pickle
+import time
 
 import pytest
 
@@ -204,3 +205,42 @@ def test_engine_failure_after_learning_leaves_no_trace_in_log_or_snapshot(make_c
         assert _n(client) == (4, 4)
         _stream(client, 1, start=4)
         assert _n(client) == (5, 5)
+
+
+# ------------------------------------------------------------- replicas
+PROBES = [{"x": float(i % 7), "color": c} for i in range(7) for c in ("red", "green", "blue")]
+
+
+def _probas(client, **extra):
+    body = {"model": "m", "examples": [{"features": x} for x in PROBES], **extra}
+    r = client.post("/predict", json=body)
+    assert r.status_code == 200, r.text
+    return [res["probabilities"] for res in r.json()["results"]]
+
+
+def test_replica_reloads_when_the_log_was_trimmed_past_it(make_client):
+    """Two instances on one store: B loaded the model at seq 30, then A learned to 50 and its
+    first snapshot trimmed the whole log. B finds the log ahead of it with an empty tail,
+    reloads the snapshot, and serves exactly A's model; ``min_seq`` gives read-your-writes."""
+    shared = {"shared_store": True, "snapshot_every": 50, "min_seq_wait": 0.3}
+    with make_client(**shared) as a, make_client(**shared, read_staleness=0) as b:
+        assert a.post("/models", json=SPEC).status_code == 201
+        _stream(a, 30)
+        assert b.get("/models/m").json()["seq"] == 30
+        last = _stream(a, 20, start=30)[-1]["seq"]
+        assert last == 50
+        reg_a = a.app.state.registry
+        for _ in range(500):  # the snapshot is written just after the answer goes out
+            if reg_a.handles["m"].snap_seq == 50:
+                break
+            time.sleep(0.01)
+        assert reg_a.handles["m"].snap_seq == 50  # snapshotted: the log behind 50 is gone
+        assert _probas(b, min_seq=last) == _probas(a)  # B caught up through the snapshot
+        d = b.get("/models/m", params={"min_seq": last}).json()
+        assert (d["n_seen"], d["seq"]) == (50, 50)
+        _stream(a, 5, start=50)
+        assert _probas(b) == _probas(a)  # read_staleness=0: every /predict catches up
+        r = b.post("/predict", json={"model": "m", "features": {"x": 1.0}, "min_seq": 10**6})
+        assert r.status_code == 503 and "min_seq" in r.json()["detail"]
+        r = b.get("/models/m", params={"min_seq": 10**6})
+        assert r.status_code == 503 and r.headers["retry-after"] == "1"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends, Path, Query
 from starlette.responses import Response
 
 from app.errors import ModelBroken, ModelNotFound
@@ -12,6 +12,10 @@ from app.routes.deps import RegistryDep, errors, json_response, require_key
 from app.routes.schemas import Metrics, ModelCreate, ModelDescription, ModelList
 
 router = APIRouter(tags=["models"], dependencies=[Depends(require_key)])
+MIN_SEQ_DOC = (
+    "Read-your-writes: answer once the model applied at least this log sequence number "
+    "(waits up to CHORUS_MIN_SEQ_WAIT s, then 503)"
+)
 NamePath = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Model name")]
 
 
@@ -51,9 +55,13 @@ async def list_models(reg: RegistryDep) -> Response:
     responses=errors(401, 404, 409, 422, 503),
     summary="Describe a model",
 )
-async def get_model(name: NamePath, reg: RegistryDep) -> Response:
+async def get_model(
+    name: NamePath,
+    reg: RegistryDep,
+    min_seq: Annotated[int | None, Query(ge=0, le=2**63 - 1, description=MIN_SEQ_DOC)] = None,
+) -> Response:
     """Spec, examples seen, state bytes, metrics, and per-member ε/λ for boosting."""
-    return json_response(reg.describe(await reg.refresh(await reg.get(name))))
+    return json_response(reg.describe(await reg.fresh(name, min_seq, always=True)))
 
 
 @router.delete(
@@ -76,4 +84,4 @@ async def delete_model(name: NamePath, reg: RegistryDep) -> Response:
 )
 async def model_metrics(name: NamePath, reg: RegistryDep) -> Response:
     """Prequential accuracy, Cohen's kappa and accuracy over the last 1,000 scored examples."""
-    return json_response((await reg.refresh(await reg.get(name))).metrics.report())
+    return json_response((await reg.fresh(name, always=True)).metrics.report())

@@ -84,7 +84,8 @@ async def predict_post(request: Request) -> Response:
     body = PredictRequest.parse_body(await request.body())
     if body.examples is not None:
         check_batch(request, body.examples)
-        results = await reg.predict(body.model, [e["features"] for e in body.examples])
+        X = [e["features"] for e in body.examples]
+        results = await reg.predict(body.model, X, min_seq=body.min_seq)
         return json_response({"results": results})
-    (result,) = await reg.predict(body.model, [body.features])
+    (result,) = await reg.predict(body.model, [body.features], min_seq=body.min_seq)
     return json_response(result)

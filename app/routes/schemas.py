@@ -30,6 +30,15 @@ Label = StrictBool | StrictInt | StrictStr
 Features = dict[str, Value]
 Weight = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Key = Annotated[str, Field(min_length=1, max_length=200)]
+MinSeq = Annotated[
+    int | None,
+    Field(
+        ge=0,
+        le=2**63 - 1,
+        description="Read-your-writes: answer from a model that applied at least this log "
+        "sequence number (a `seq` a write returned); waits up to CHORUS_MIN_SEQ_WAIT s, then 503",
+    ),
+]
 Name = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Model name, [A-Za-z0-9_.-]{1,64}")
 
 from app.errors import InvalidInput, validation_message  # noqa: E402
@@ -304,6 +313,7 @@ class PredictRequest(_Body):
     model: str = Name
     features: Features | None = None
     examples: list[PredictExample] | None = None
+    min_seq: MinSeq = None
 
     @model_validator(mode="after")
     def _one_mode(self) -> PredictRequest:
