@@ -50,6 +50,7 @@ from app.errors import (
     PredictionNotFound,
     StoreUnavailable,
 )
+from app.river_check import check_river_params
 from app.settings import Settings
 from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict, Store
 
@@ -347,6 +348,8 @@ class Registry:
         features, classes = spec.get("features"), spec.get("classes")
         for fld in ("classes", "params", "features"):
             validate.check(spec.get(fld), fld)
+        if is_river_spec(spec):
+            check_river_params(spec["learner"], dict(spec.get("params") or {}))
         try:
             model = ensembles.build_model(engine_spec(spec))
             model.declare(features=features, classes=classes)

@@ -244,3 +244,27 @@ def test_replica_reloads_when_the_log_was_trimmed_past_it(make_client):
         assert r.status_code == 503 and "min_seq" in r.json()["detail"]
         r = b.get("/models/m", params={"min_seq": 10**6})
         assert r.status_code == 503 and r.headers["retry-after"] == "1"
+
+
+# ------------------------------------------------------------- river params
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"grace_period": -5}, "params.grace_period"),
+        ({"grace_period": "x"}, "params.grace_period"),
+        ({"max_depth": "x"}, "params"),  # river's default is None: caught by the trial learn
+        ({"grace_period": -5, "max_depth": "x"}, "params"),
+    ],
+)
+def test_river_params_are_checked_at_create(client, params, field):
+    tree = {**RIVER, "learner": "river:tree.HoeffdingTreeClassifier", "params": params}
+    r = client.post("/models", json=tree)  # params are checked before the snapshot key
+    assert r.status_code == 422 and r.json()["detail"].startswith(field), r.text
+
+
+def test_good_river_params_learn(make_client):
+    with make_client(snapshot_key="k") as client:
+        body = {**RIVER, "learner": "river:tree.HoeffdingTreeClassifier"}
+        body["params"] = {"grace_period": 5, "max_depth": 3}
+        assert client.post("/models", json=body).status_code == 201
+        _stream(client, 12, model="r")
