@@ -87,6 +87,12 @@ class NotCaughtUp(ChorusError):
     status_code = 503
 
 
+class SeqAhead(ChorusError):
+    """``min_seq`` lies beyond the model's whole log: no write ever returned that seq."""
+
+    status_code = 409
+
+
 class EngineFailure(ChorusError):
     """The engine failed on input it should have accepted: a bug, reported as such (the details
     go to the server log, not to the client)."""
@@ -160,6 +166,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # FastAPI's "error parsing the body": the documented 422
+            return _json(422, f"body: not valid JSON ({exc.detail})")
         return _json(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
 
     @app.exception_handler(redis.exceptions.ConnectionError)

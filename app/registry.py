@@ -48,6 +48,7 @@ from app.errors import (
     NotReady,
     PredictionExpired,
     PredictionNotFound,
+    SeqAhead,
     StoreUnavailable,
 )
 from app.river_check import check_river_params
@@ -425,6 +426,12 @@ class Registry:
             h = await self.refresh(h)
         if min_seq is None or h.seq >= min_seq:
             return h
+        last = await self._store(self.store.last_seq(name))
+        if min_seq > last:
+            raise SeqAhead(
+                f"min_seq: {min_seq} is beyond model {name!r}'s log (last seq {last}); pass a "
+                "seq that a write returned"
+            )
         deadline = time.monotonic() + self.settings.min_seq_wait
         while time.monotonic() < deadline:
             await asyncio.sleep(0.01)

@@ -241,9 +241,19 @@ def test_replica_reloads_when_the_log_was_trimmed_past_it(make_client):
         _stream(a, 5, start=50)
         assert _probas(b) == _probas(a)  # read_staleness=0: every /predict catches up
         r = b.post("/predict", json={"model": "m", "features": {"x": 1.0}, "min_seq": 10**6})
-        assert r.status_code == 503 and "min_seq" in r.json()["detail"]
+        assert r.status_code == 409 and "beyond" in r.json()["detail"]  # never acknowledged
         r = b.get("/models/m", params={"min_seq": 10**6})
+        assert r.status_code == 409 and "min_seq" in r.json()["detail"]
+
+    # an instance that cannot apply the log (here: its replays are switched off) answers 503
+    # once the bound passes
+    with make_client(**shared) as a, make_client(**shared) as b:
+        b.app.state.registry.settings.shared_store = False  # B no longer reads the others' log
+        assert b.get("/models/m").status_code == 200
+        last = _stream(a, 1, start=55)[-1]["seq"]
+        r = b.get("/models/m", params={"min_seq": last})
         assert r.status_code == 503 and r.headers["retry-after"] == "1"
+        assert f"{last} not reached" in r.json()["detail"]
 
 
 # ------------------------------------------------------------- river params
@@ -268,3 +278,45 @@ def test_good_river_params_learn(make_client):
         body["params"] = {"grace_period": 5, "max_depth": 3}
         assert client.post("/models", json=body).status_code == 201
         _stream(client, 12, model="r")
+
+
+@pytest.mark.parametrize("path", ["/models", "/learn", "/predict"])
+def test_non_json_body_is_a_documented_422(client, path):
+    r = client.post(
+        path, content=b"\xff|\x08\x00\x1c", headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 422 and r.json()["detail"], r.text
+    assert "422" in client.get("/openapi.json").json()["paths"][path]["post"]["responses"]
+
+
+def test_openapi_declares_security_and_exactly_one_mode(make_client):
+    with make_client(api_key="k") as client:
+        doc = client.get("/openapi.json").json()
+        assert doc["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+        assert doc["paths"]["/learn"]["post"]["security"] == [{"bearerAuth": []}]
+        assert "security" not in doc["paths"]["/readyz"]["get"]
+        learn = doc["components"]["schemas"]["LearnRequest"]
+        assert [b["required"][0] for b in learn["oneOf"]] == [
+            "features",
+            "examples",
+            "prediction_id",
+        ]
+        assert len(doc["components"]["schemas"]["PredictRequest"]["oneOf"]) == 2
+    with make_client() as client:  # no key: declared, not required
+        doc = client.get("/openapi.json").json()
+        assert "bearerAuth" in doc["components"]["securitySchemes"]
+        assert "security" not in doc["paths"]["/learn"]["post"]
+
+
+def test_boolean_weight_is_refused(client):
+    client.post("/models", json=SPEC)
+    for body in (
+        {"model": "m", "features": {"x": 1.0}, "label": "a", "weight": True},
+        {"model": "m", "examples": [{"features": {"x": 1.0}, "label": "a", "weight": False}]},
+    ):
+        r = client.post("/learn", json=body)
+        assert r.status_code == 422 and "weight" in r.json()["detail"], r.text
+    r = client.post(
+        "/learn", json={"model": "m", "features": {"x": 1.0}, "label": "a", "weight": 2}
+    )
+    assert r.status_code == 200

@@ -9,6 +9,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictFloat,
     StrictInt,
     StrictStr,
     ValidationError,
@@ -28,7 +29,7 @@ Value = Annotated[
 ]
 Label = StrictBool | StrictInt | StrictStr
 Features = dict[str, Value]
-Weight = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Weight = Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)]  # numbers only, never a bool
 Key = Annotated[str, Field(min_length=1, max_length=200)]
 MinSeq = Annotated[
     int | None,
@@ -210,7 +211,16 @@ class LearnRequest(_Body):
                     ],
                 },
                 {"model": "meetings", "prediction_id": "Jx3k0aQ8c2LmVb1d", "label": "decline"},
-            ]
+            ],
+            # exactly one of features / examples / prediction_id (checked by _one_mode)
+            "oneOf": [
+                {"required": ["features", "label"]},
+                {
+                    "required": ["examples"],
+                    "not": {"anyOf": [{"required": ["label"]}, {"required": ["id"]}]},
+                },
+                {"required": ["prediction_id", "label"]},
+            ],  # fmt: skip
         },
     )
 
@@ -218,7 +228,7 @@ class LearnRequest(_Body):
     features: Features | None = None
     label: Label | None = None
     id: str | None = Field(None, min_length=1, max_length=200)
-    weight: float = Field(1.0, ge=0, allow_inf_nan=False)
+    weight: Weight = 1.0
     examples: list[LearnExample] | None = None
     prediction_id: str | None = Field(None, min_length=1, max_length=200)
 
@@ -306,7 +316,8 @@ class PredictRequest(_Body):
             "examples": [
                 {"model": "meetings", "features": _FEATURES_EX},
                 {"model": "meetings", "examples": [{"features": _FEATURES_EX}]},
-            ]
+            ],
+            "oneOf": [{"required": ["features"]}, {"required": ["examples"]}],
         },
     )
 
