@@ -779,6 +779,9 @@ class Registry:
                 except orjson.JSONEncodeError as exc:
                     validate.check(x, "features")
                     raise InvalidInput(f"features: cannot be stored ({exc})") from None
+                if len(blob) > self.settings.max_kept_bytes:  # served, not kept
+                    results.append(result)
+                    continue
                 fut = loop.create_future()
                 self._kept.append((name, pid, blob, fut))
                 waits.append((result, pid, fut))
@@ -798,7 +801,9 @@ class Registry:
                 group, self._kept = self._kept, []
                 try:
                     await self.store.put_predictions(
-                        [(n, p, b) for n, p, b, _ in group], self.settings.prediction_ttl
+                        [(n, p, b) for n, p, b, _ in group],
+                        self.settings.prediction_ttl,
+                        max_per_model=self.settings.max_kept_predictions,
                     )
                     ok = True
                 except STORE_ERRORS as exc:

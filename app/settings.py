@@ -55,6 +55,11 @@ class Settings(BaseSettings):
     read_staleness
         With ``shared_store``, ``/predict`` catches up with the log when its model was last
         caught up longer ago than this (seconds): the freshness bound of reads.
+    max_kept_predictions
+        A model keeps at most this many ``/predict`` results for delayed labels (oldest first out).
+    max_kept_bytes
+        A prediction whose kept record (features + answer) is larger is served but not kept
+        (``prediction_id: null``).
     min_seq_wait
         How long a read with ``min_seq`` waits for the model to reach that log sequence number
         before answering 503 (seconds).
@@ -80,6 +85,8 @@ class Settings(BaseSettings):
     idempotency_window: int = Field(100_000, ge=1)
     shared_store: bool = False
     read_staleness: float = Field(1.0, ge=0)
+    max_kept_predictions: int = Field(10_000, ge=1)
+    max_kept_bytes: int = Field(64 * 1024, ge=256)
     min_seq_wait: float = Field(2.0, ge=0, le=60)
 
 

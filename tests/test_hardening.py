@@ -320,3 +320,25 @@ def test_boolean_weight_is_refused(client):
         "/learn", json={"model": "m", "features": {"x": 1.0}, "label": "a", "weight": 2}
     )
     assert r.status_code == 200
+
+
+def test_kept_predictions_are_bounded(make_client):
+    """A huge /predict body is served but not kept; a model keeps at most N predictions."""
+    with make_client(max_kept_predictions=3, max_kept_bytes=4096) as client:
+        client.post("/models", json=SPEC)
+        _stream(client, 3)
+        big = {f"f{i}": "v" * 100 for i in range(200)}  # ~25 kB of features
+        r = client.post("/predict", json={"model": "m", "features": big})
+        assert r.status_code == 200 and r.json()["prediction_id"] is None
+        pids = []
+        for i in range(5):
+            r = client.post("/predict", json={"model": "m", "features": {"x": float(i)}})
+            pids.append(r.json()["prediction_id"])
+        assert all(pids)
+        status = [
+            client.post(
+                "/learn", json={"model": "m", "prediction_id": p, "label": "lo"}
+            ).status_code
+            for p in pids
+        ]
+        assert status == [404, 404, 200, 200, 200]  # the two oldest went out

@@ -218,3 +218,19 @@ def test_ping(run):
         assert await s.ping()
 
     run(body)
+
+
+def test_kept_predictions_are_bounded_oldest_out(run):
+    async def body(s):
+        await s.create_model("m", SPEC)
+        await s.create_model("n", SPEC)
+        for i in range(7):
+            items = [("m", f"p{i}", b"x" * 10), ("n", f"q{i}", b"y")]
+            await s.put_predictions(items, ttl=60, max_per_model=3)
+        kept = [i for i in range(7) if await s.get_prediction("m", f"p{i}") is not None]
+        assert kept == [4, 5, 6]
+        assert (
+            await s.get_prediction("n", "q6") == b"y" and await s.get_prediction("n", "q3") is None
+        )
+
+    run(body)

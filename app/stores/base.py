@@ -126,8 +126,13 @@ class Store(Protocol):
     async def put_prediction(self, name: str, pid: str, blob: bytes, ttl: float) -> None:
         """Keep a served prediction for at least ``ttl`` seconds (a delayed label may follow)."""
 
-    async def put_predictions(self, items: list[tuple[str, str, bytes]], ttl: float) -> None:
-        """Keep several ``(model, pid, blob)`` predictions in one round trip / transaction."""
+    async def put_predictions(
+        self, items: list[tuple[str, str, bytes]], ttl: float, *, max_per_model: int | None = None
+    ) -> None:
+        """Keep several ``(model, pid, blob)`` predictions in one round trip / transaction.
+
+        With ``max_per_model`` a model keeps at most that many predictions: the oldest go first.
+        """
 
     async def get_prediction(self, name: str, pid: str) -> bytes | None:
         """A kept prediction, or ``None``."""

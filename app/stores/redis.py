@@ -90,7 +90,7 @@ return 1
 """
 
 _MODELS = "chorus:models"
-_PARTS = ("spec", "seq", "log", "snap", "ids", "lease")
+_PARTS = ("spec", "seq", "log", "snap", "ids", "lease", "pz")
 
 
 def _k(name: str, part: str) -> str:
@@ -259,13 +259,27 @@ class RedisStore:
     async def put_prediction(self, name: str, pid: str, blob: bytes, ttl: float) -> None:
         await self.put_predictions([(name, pid, blob)], ttl)
 
-    async def put_predictions(self, items: list[tuple[str, str, bytes]], ttl: float) -> None:
+    async def put_predictions(
+        self, items: list[tuple[str, str, bytes]], ttl: float, *, max_per_model: int | None = None
+    ) -> None:
         keep = ttl + max(ttl, 60.0)  # expired ones linger a while so they answer 410, not 404
         px = max(1, int(1000 * keep))
+        now = time.time()
         async with self.r.pipeline(transaction=False) as pipe:
             for name, pid, blob in items:
                 pipe.set(_k(name, f"p:{pid}"), blob, px=px)
+                if max_per_model is not None:  # index by time: the oldest go first
+                    pipe.zadd(_k(name, "pz"), {pid: now})
             await pipe.execute()
+        if max_per_model is None:
+            return
+        for name in {name for name, _, _ in items}:
+            pz = _k(name, "pz")
+            await self.r.zremrangebyscore(pz, "-inf", now - keep)  # expired by themselves
+            excess = await self.r.zcard(pz) - max_per_model
+            if excess > 0:
+                old = await self.r.zpopmin(pz, excess)
+                await self.r.delete(*[_k(name, f"p:{pid.decode()}") for pid, _ in old])
 
     async def get_prediction(self, name: str, pid: str) -> bytes | None:
         raw = await self.r.get(_k(name, f"p:{pid}"))

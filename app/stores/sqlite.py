@@ -28,6 +28,7 @@ CREATE TABLE IF NOT EXISTS predictions (
     model TEXT NOT NULL, pid TEXT NOT NULL, blob BLOB NOT NULL, expires REAL NOT NULL,
     PRIMARY KEY (model, pid)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS predictions_expires ON predictions (expires);
+CREATE INDEX IF NOT EXISTS predictions_model_expires ON predictions (model, expires);
 CREATE TABLE IF NOT EXISTS leases (
     model TEXT PRIMARY KEY, token TEXT NOT NULL, until REAL NOT NULL) WITHOUT ROWID;
 """
@@ -211,15 +212,24 @@ class SqliteStore:
             )
 
     async def put_prediction(self, name: str, pid: str, blob: bytes, ttl: float) -> None:
-        await self.put_predictions([(name, pid, blob)], ttl)
+        await self.put_predictions([(name, pid, blob)], ttl)  # unbounded: the registry bounds
 
-    async def put_predictions(self, items: list[tuple[str, str, bytes]], ttl: float) -> None:
+    async def put_predictions(
+        self, items: list[tuple[str, str, bytes]], ttl: float, *, max_per_model: int | None = None
+    ) -> None:
         now = time.time()
         with self._tx() as db:
             db.executemany(
                 "INSERT OR REPLACE INTO predictions (model, pid, blob, expires) VALUES (?, ?, ?, ?)",
                 [(name, pid, blob, now + ttl) for name, pid, blob in items],
             )
+            if max_per_model is not None:
+                for name in {name for name, _, _ in items}:  # the oldest beyond the bound go
+                    db.execute(
+                        "DELETE FROM predictions WHERE model = ?1 AND pid IN (SELECT pid FROM "
+                        "predictions WHERE model = ?1 ORDER BY expires DESC LIMIT -1 OFFSET ?2)",
+                        (name, max_per_model),
+                    )
             before = self._puts
             self._puts += len(items)
             if self._puts // 1000 != before // 1000:  # expired ones linger max(TTL, 60 s): 410
