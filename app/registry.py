@@ -347,10 +347,12 @@ class Registry:
             raise InvalidInput("name: must match [A-Za-z0-9_.-]{1,64}")
         ensembles, _ = _engine()
         features, classes = spec.get("features"), spec.get("classes")
-        for fld in ("classes", "params", "features"):
-            validate.check(spec.get(fld), fld)
+        for fld, value in spec.items():
+            validate.check(value, fld)
         if is_river_spec(spec):
             check_river_params(spec["learner"], dict(spec.get("params") or {}))
+        else:
+            validate.check_engine_params(dict(spec.get("params") or {}))
         try:
             model = ensembles.build_model(engine_spec(spec))
             model.declare(features=features, classes=classes)

@@ -112,6 +112,10 @@ BIG = 2**64 + 7
         ({"classes": ["a", BIG]}, "classes.1"),
         ({"classes": [-(2**63) - 1]}, "classes.0"),
         ({"params": {"grace_period": BIG}}, "params.grace_period"),
+        ({"seed": BIG}, "seed"),
+        ({"params": {"max_nodes": 10**12}}, "params.max_nodes"),
+        ({"params": {"max_nodes": 1e12}}, "params.max_nodes"),
+        ({"params": {"n_split_points": 10**9}}, "params.n_split_points"),
     ],
 )
 def test_create_refuses_wide_integers(client, body, field):
