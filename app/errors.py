@@ -81,11 +81,30 @@ class NotReady(ChorusError):
     status_code = 503
 
 
+class NotCaughtUp(ChorusError):
+    """``min_seq`` was not reached within the wait bound (read-your-writes across replicas)."""
+
+    status_code = 503
+
+
+class SeqAhead(ChorusError):
+    """``min_seq`` lies beyond the model's whole log: no write ever returned that seq."""
+
+    status_code = 409
+
+
 class EngineFailure(ChorusError):
     """The engine failed on input it should have accepted: a bug, reported as such (the details
     go to the server log, not to the client)."""
 
     status_code = 500
+
+
+class ModelBroken(ChorusError):
+    """The model could not be loaded from the store (corrupt or unverifiable snapshot, a log
+    entry the engine refuses); it answers 409 with the reason until deleted or repaired."""
+
+    status_code = 409
 
 
 class CorruptSnapshot(Exception):
@@ -137,7 +156,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ChorusError)
     async def _chorus(request: Request, exc: ChorusError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
-        if isinstance(exc, StoreUnavailable | NotReady):
+        if isinstance(exc, StoreUnavailable | NotReady | NotCaughtUp):
             headers = {"Retry-After": "1"}
         return _json(exc.status_code, exc.detail, headers)
 
@@ -147,6 +166,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # FastAPI's "error parsing the body": the documented 422
+            return _json(422, f"body: not valid JSON ({exc.detail})")
         return _json(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
 
     @app.exception_handler(redis.exceptions.ConnectionError)

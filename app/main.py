@@ -146,8 +146,30 @@ def _openapi(app: FastAPI) -> dict:
             ref_template="#/components/schemas/{model}",
         )
         schema.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
+        _declare_security(schema, bool(app.state.settings.api_key))
         app.openapi_schema = schema
     return app.openapi_schema
+
+
+_OPEN_PATHS = {"/healthz", "/readyz"}
+
+
+def _declare_security(schema: dict, required: bool) -> None:
+    """Declare the bearer scheme always; operations require it when ``CHORUS_API_KEY`` is set
+    (every operation but the health checks), so clients and fuzzers know the contract."""
+    schema["components"].setdefault("securitySchemes", {})["bearerAuth"] = {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "CHORUS_API_KEY; required only when the server sets it",
+    }
+    if not required:
+        return
+    for path, operations in schema.get("paths", {}).items():
+        if path in _OPEN_PATHS:
+            continue
+        for op in operations.values():
+            if isinstance(op, dict) and "responses" in op:
+                op["security"] = [{"bearerAuth": []}]
 
 
 def app_factory() -> FastAPI:

@@ -35,18 +35,23 @@ from river import metrics as rmetrics
 from river import utils as rutils
 
 from app import snapshot as codec
+from app import validate
 from app.errors import (
     CorruptSnapshot,
     EngineFailure,
     InvalidInput,
+    ModelBroken,
     ModelExists,
     ModelNotFound,
+    NotCaughtUp,
     NotReady,
     PredictionExpired,
     PredictionNotFound,
+    SeqAhead,
     StoreUnavailable,
 )
 from app.names import NAME_RE, NAME_RULE
+from app.river_check import check_river_params
 from app.settings import Settings
 from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict, Store
 
@@ -85,6 +90,26 @@ def _clean_proba(proba: dict) -> dict:
             return proba
         break
     return {k: float(v) for k, v in proba.items()}
+
+
+def is_river_spec(spec: dict[str, Any]) -> bool:
+    """Whether a declared spec has river-backed (pickled) members."""
+    learner = spec.get("learner")
+    return isinstance(learner, str) and learner.startswith("river:")
+
+
+def _mentions_river(header: Any) -> bool:
+    """Whether a decoded snapshot header names a river-backed member anywhere (iterative walk)."""
+    stack = [header]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str) and "RiverLearner" in node:
+            return True
+    return False
 
 
 class LogGap(Exception):
@@ -216,6 +241,7 @@ class Handle:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     dirty: bool = False
     last_snapshot: float = field(default_factory=time.monotonic)
+    last_refresh: float = field(default_factory=time.monotonic)
     learned: int = 0
     pending: list = field(default_factory=list)  # [(examples, future)] waiting for the writer
     writer: asyncio.Task | None = None
@@ -254,6 +280,7 @@ class Registry:
         self.store = store
         self.settings = settings
         self.handles: dict[str, Handle] = {}
+        self.broken: dict[str, str] = {}  # model name -> why it could not be loaded
         self.ready = False
         self._loading: dict[str, asyncio.Lock] = {}
         self._key = settings.snapshot_key.encode() if settings.snapshot_key else None
@@ -268,9 +295,9 @@ class Registry:
         for name, spec in specs.items():
             if name not in self.handles:
                 try:
-                    self.handles[name] = await self._load(name, spec)
-                except CorruptSnapshot as exc:
-                    log.error("model %s not loaded: %s", name, exc)
+                    self.handles[name] = await self._load_checked(name, spec)
+                except ModelBroken as exc:
+                    log.error("%s", exc.detail)
         self.ready = True
         log.info("recovered %d model(s) from the %s store", len(self.handles), self.store.name)
 
@@ -319,11 +346,22 @@ class Registry:
             raise InvalidInput(f"name: {name!r} is not a model name ({NAME_RULE})")
         ensembles, _ = _engine()
         features, classes = spec.get("features"), spec.get("classes")
+        for fld, value in spec.items():
+            validate.check(value, fld)
+        if is_river_spec(spec):
+            check_river_params(spec["learner"], dict(spec.get("params") or {}))
+        else:
+            validate.check_engine_params(dict(spec.get("params") or {}))
         try:
             model = ensembles.build_model(engine_spec(spec))
             model.declare(features=features, classes=classes)
-        except (ValueError, TypeError, KeyError, ImportError) as exc:
+        except (ValueError, TypeError, KeyError, ImportError, OverflowError) as exc:
             raise InvalidInput(f"spec: {exc}") from exc
+        if is_river_spec(spec) and not self._key:
+            raise InvalidInput(
+                "learner: river-backed models are snapshotted with pickle, so they need "
+                "CHORUS_SNAPSHOT_KEY (an HMAC key kept outside the store) to be set on the server"
+            )
         stored = {**model.spec(), "features": features, "classes": classes}
         if not await self._store(self.store.create_model(name, stored)):
             raise ModelExists(f"model {name!r} already exists")
@@ -341,6 +379,7 @@ class Registry:
                 self.handles.pop(name, None)
         else:
             gone = await self._store(self.store.delete_model(name))
+        self.broken.pop(name, None)
         if not gone:
             raise ModelNotFound(f"model {name!r} not found")
 
@@ -352,6 +391,8 @@ class Registry:
     async def get(self, name: str) -> Handle:
         """The live model, loading it from the store if another process declared it."""
         self._check_ready()
+        if name in self.broken:
+            raise ModelBroken(f"model {name!r} is broken: {self.broken[name]}")
         h = self.handles.get(name)
         if h is not None:
             if h.dirty:
@@ -369,15 +410,62 @@ class Registry:
                 self.handles[name] = h
         return h
 
+    async def fresh(self, name: str, min_seq: int | None = None, *, always: bool = False) -> Handle:
+        """The model for a read: caught up with the log within the freshness bound.
+
+        With a shared store the model applies the other processes' entries when it was last
+        caught up more than ``read_staleness`` seconds ago (``always``: on every call). With
+        ``min_seq`` it waits (up to ``min_seq_wait`` seconds) until it has applied at least that
+        log sequence number, then answers :class:`NotCaughtUp` (503).
+        """
+        h = await self.get(name)
+        shared = self.settings.shared_store and self.settings.durability == "log"
+        behind = min_seq is not None and h.seq < min_seq
+        if shared and (
+            always or behind or time.monotonic() - h.last_refresh >= self.settings.read_staleness
+        ):
+            h = await self.refresh(h)
+        if min_seq is None or h.seq >= min_seq:
+            return h
+        last = await self._store(self.store.last_seq(name))
+        if min_seq > last:
+            raise SeqAhead(
+                f"min_seq: {min_seq} is beyond model {name!r}'s log (last seq {last}); pass a "
+                "seq that a write returned"
+            )
+        deadline = time.monotonic() + self.settings.min_seq_wait
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+            h = await self.get(name)
+            if shared:
+                h = await self.refresh(h)
+            if h.seq >= min_seq:
+                return h
+        raise NotCaughtUp(
+            f"min_seq: model {name!r} is at seq {h.seq}, {min_seq} not reached within "
+            f"{self.settings.min_seq_wait:g} s; retry"
+        )
+
     async def refresh(self, h: Handle) -> Handle:
-        """With other writing processes, apply their log entries before answering a read."""
+        """With other writing processes, apply their log entries before answering a read.
+
+        A log trimmed past this process's position (another process snapshotted) shows up as an
+        empty tail while the store's last seq is ahead: the model is reloaded from the snapshot.
+        """
         if self.settings.shared_store and self.settings.durability == "log":
             async with h.lock:
                 try:
-                    await self._replay(h, keys=True)
+                    n = await self._replay(h, keys=True)
+                    if n == 0 and await self._store(self.store.last_seq(h.name)) > h.seq:
+                        raise LogGap(f"model {h.name!r}: log trimmed past seq {h.seq}")
+                    h.last_refresh = time.monotonic()
                 except LogGap:
                     h.dirty = True
                     await self._ensure_clean(h)
+                except CorruptSnapshot as exc:
+                    self.broken[h.name] = str(exc)
+                    self.handles.pop(h.name, None)
+                    raise ModelBroken(f"model {h.name!r} is broken: {exc}") from exc
         return h
 
     def describe(self, h: Handle) -> dict[str, Any]:
@@ -392,6 +480,26 @@ class Registry:
             "state_bytes": int(d.get("state_bytes", 0)),
             "metrics": h.metrics.report(),
             "members": list(d.get("members", [])),
+            "status": "ok",
+            "reason": None,
+        }
+
+    async def describe_broken(self, name: str) -> dict[str, Any] | None:
+        """What ``GET /models`` lists for a broken model (``None`` if it is not broken)."""
+        if name not in self.broken:
+            return None
+        spec = await self._store(self.store.get_model(name))
+        return {
+            "name": name,
+            "spec": spec or {},
+            "n_seen": None,
+            "seq": None,
+            "classes": [],
+            "state_bytes": None,
+            "metrics": None,
+            "members": [],
+            "status": "broken",
+            "reason": self.broken[name],
         }
 
     # ----------------------------------------------------------------- learning
@@ -516,6 +624,9 @@ class Registry:
                 first_of[ex.key] = i
             todo.append(i)
         if todo:
+            # the log records first: whatever the store cannot hold is refused before learning
+            many = len(examples) > 1
+            raws = [self._record(examples[i], f"examples.{i}." if many else "") for i in todo]
             X = [examples[i].features for i in todo]
             Y = [examples[i].label for i in todo]
             W = [examples[i].weight for i in todo]
@@ -539,22 +650,25 @@ class Registry:
                     "server); nothing was acknowledged and the model is rebuilt from its log"
                 ) from exc
             entries, fresh = [], []
-            for j, i in enumerate(todo):
-                ex = examples[i]
-                proba = _clean_proba(probas[j])
-                if ex.served is not None:
-                    pred, proba = ex.served
-                else:
-                    pred = argmax(proba)
-                out = {"prediction": pred, "probabilities": proba, "seq": h.seq + j + 1}
-                rec: dict[str, Any] = {"x": ex.features, "y": ex.label, "w": ex.weight}
-                if ex.key is not None:
-                    rec["k"] = ex.key
-                if ex.served is not None:
-                    rec["p"] = pred
-                resp = dumps(out) if ex.key is not None else None
-                entries.append(Entry(dumps(rec), ex.key, resp))
-                fresh.append((i, out, resp))
+            try:
+                for j, i in enumerate(todo):
+                    ex = examples[i]
+                    proba = _clean_proba(probas[j])
+                    if ex.served is not None:
+                        pred, proba = ex.served
+                    else:
+                        pred = argmax(proba)
+                    out = {"prediction": pred, "probabilities": proba, "seq": h.seq + j + 1}
+                    resp = dumps(out) if ex.key is not None else None
+                    entries.append(Entry(raws[j], ex.key, resp))
+                    fresh.append((i, out, resp))
+            except Exception as exc:  # learned but not loggable: an engine bug, rebuild
+                log.exception("model %s: engine answer cannot be encoded", h.name)
+                h.dirty = self.settings.durability == "log"
+                raise EngineFailure(
+                    f"model {h.name}: internal error while encoding the answer (logged on the "
+                    "server); nothing was acknowledged and the model is rebuilt from its log"
+                ) from exc
             if self.settings.durability == "log":
                 try:
                     new_seq = await self.store.append(h.name, entries, h.seq)
@@ -579,6 +693,21 @@ class Registry:
             if results[i] is None:  # a key repeated inside the batch
                 results[i] = {**results[first_of[ex.key]], "duplicate": True}
         return results  # type: ignore[return-value]
+
+    @staticmethod
+    def _record(ex: Example, prefix: str) -> bytes:
+        """The example's log record (JSON), or :class:`InvalidInput` naming what cannot be stored."""
+        validate.check_label(ex.label, f"{prefix}label")
+        rec: dict[str, Any] = {"x": ex.features, "y": ex.label, "w": ex.weight}
+        if ex.key is not None:
+            rec["k"] = ex.key
+        if ex.served is not None:
+            rec["p"] = ex.served[0]
+        try:
+            return dumps(rec)
+        except orjson.JSONEncodeError as exc:
+            validate.check(ex.features, f"{prefix}features")
+            raise InvalidInput(f"{prefix}features: cannot be stored ({exc})") from None
 
     async def learn_delayed(
         self, name: str, prediction_id: str, label: Any, key: str | None = None
@@ -606,14 +735,20 @@ class Registry:
 
     # ----------------------------------------------------------------- predicting
     async def predict(
-        self, name: str, X: list[dict[str, Any]], raw: dict[str, str] | None = None
+        self,
+        name: str,
+        X: list[dict[str, Any]],
+        raw: dict[str, str] | None = None,
+        *,
+        min_seq: int | None = None,
     ) -> list[dict[str, Any]]:
         """Predict without learning; keeps the features for a delayed label when configured.
 
         ``raw`` holds the query-string values of a single ``GET /predict`` row: a feature the
         model knows as categorical (say a zip code) that looked numeric is retried as text.
+        The model is caught up with the log as :meth:`fresh` describes (``min_seq``).
         """
-        h = await self.get(name)
+        h = await self.fresh(name, min_seq)
         _, learners = _engine()
         try:
             try:
@@ -644,7 +779,14 @@ class Registry:
                       "ignored_features": [f for f in x if h.model.knows_feature(f) is False]}  # fmt: skip
             if self.settings.keep_predictions:
                 pid = secrets.token_urlsafe(12)
-                blob = dumps({"x": x, "p": pred, "proba": proba, "exp": time.time() + ttl})
+                try:
+                    blob = dumps({"x": x, "p": pred, "proba": proba, "exp": time.time() + ttl})
+                except orjson.JSONEncodeError as exc:
+                    validate.check(x, "features")
+                    raise InvalidInput(f"features: cannot be stored ({exc})") from None
+                if len(blob) > self.settings.max_kept_bytes:  # served, not kept
+                    results.append(result)
+                    continue
                 fut = loop.create_future()
                 self._kept.append((name, pid, blob, fut))
                 waits.append((result, pid, fut))
@@ -664,7 +806,9 @@ class Registry:
                 group, self._kept = self._kept, []
                 try:
                     await self.store.put_predictions(
-                        [(n, p, b) for n, p, b, _ in group], self.settings.prediction_ttl
+                        [(n, p, b) for n, p, b, _ in group],
+                        self.settings.prediction_ttl,
+                        max_per_model=self.settings.max_kept_predictions,
                     )
                     ok = True
                 except STORE_ERRORS as exc:
@@ -727,30 +871,66 @@ class Registry:
         h.dirty = False
 
     async def _load_checked(self, name: str, spec: dict[str, Any]) -> Handle:
+        """Load a model; one that cannot be loaded is marked broken (:class:`ModelBroken`)."""
         for _ in range(_MAX_ATTEMPTS):
             try:
-                return await self._load(name, spec)
+                h = await self._load(name, spec)
+                self.broken.pop(name, None)
+                return h
             except CorruptSnapshot as exc:
-                raise StoreUnavailable(f"model {name!r}: stored snapshot rejected ({exc})") from exc
+                reason = str(exc)
+                break
             except LogGap as exc:  # a newer snapshot landed between our two reads: again
-                gap = exc
-        raise StoreUnavailable(str(gap))
+                reason = str(exc)
+        self.broken[name] = reason
+        self.handles.pop(name, None)
+        raise ModelBroken(f"model {name!r} is broken: {reason}")
 
     async def _load(self, name: str, spec: dict[str, Any]) -> Handle:
-        """Snapshot (checksum verified) + replay of the log tail."""
+        """Newest snapshot that verifies and loads (checksum first) + replay of the log tail.
+
+        A rejected snapshot falls back to the previous generation: the log is trimmed only
+        behind the oldest one kept, so nothing acknowledged is lost. A :class:`LogGap` (a newer
+        snapshot landed meanwhile) propagates so the caller starts over.
+        """
+        gens = await self._store(self.store.get_snapshots(name))
+        rejected: list[str] = []
+        for gen_seq, blob in gens:  # newest first
+            try:
+                return await self._load_from(name, spec, blob)
+            except CorruptSnapshot as exc:
+                log.error("model %s: snapshot at seq %d rejected: %s", name, gen_seq, exc)
+                rejected.append(f"snapshot at seq {gen_seq}: {exc}")
+        if rejected:
+            raise CorruptSnapshot("; ".join(rejected))
+        return await self._load_from(name, spec, None)
+
+    async def _load_from(self, name: str, spec: dict[str, Any], blob: bytes | None) -> Handle:
+        """One snapshot generation (or none: a fresh model) + replay of the log behind it."""
         ensembles, _ = _engine()
         window = self.settings.metrics_window
-        snap = await self._store(self.store.get_snapshot(name))
-        if snap is not None:
-            _, blob = snap
-            state, meta = codec.decode(blob, self._key)
-            model = ensembles.load_state(state)
-            seq = int(meta["seq"])
-            m = ModelMetrics.from_json(meta.get("metrics"), window)
-        else:
-            model = ensembles.build_model(engine_spec(spec))
-            model.declare(features=spec.get("features"), classes=spec.get("classes"))
-            seq, m = 0, ModelMetrics(window)
+        try:
+            if blob is not None:
+                state, meta = codec.decode(blob, self._key)
+                if not self._key and _mentions_river(state["header"]):
+                    # a plain checksum anyone can recompute: never decode pickled members
+                    raise CorruptSnapshot(
+                        "snapshot has river-backed (pickled) members but is not HMAC-signed; "
+                        "refused without decoding (set CHORUS_SNAPSHOT_KEY)"
+                    )
+                model = ensembles.load_state(state)
+                seq = int(meta["seq"])
+                m = ModelMetrics.from_json(meta.get("metrics"), window)
+            else:
+                if is_river_spec(spec) and not self._key:
+                    raise CorruptSnapshot("river-backed model needs CHORUS_SNAPSHOT_KEY")
+                model = ensembles.build_model(engine_spec(spec))
+                model.declare(features=spec.get("features"), classes=spec.get("classes"))
+                seq, m = 0, ModelMetrics(window)
+        except CorruptSnapshot:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever the stored bytes are, only this model fails
+            raise CorruptSnapshot(f"stored state cannot be loaded: {exc!r}"[:500]) from exc
         h = Handle(name, spec, model, seq=seq, snap_seq=seq, metrics=m)
         await self._replay(h)
         h.keys = await self._store(self.store.get_keys(name))
@@ -773,9 +953,16 @@ class Registry:
                 if s != h.seq + len(recs) + 1:
                     raise LogGap(f"model {h.name!r}: log gap at {h.seq + len(recs) + 1}")
                 recs.append(orjson.loads(raw))
-            probas = h.model.predict_learn_many(
-                [r["x"] for r in recs], [r["y"] for r in recs], [r.get("w", 1.0) for r in recs]
-            )
+            try:
+                probas = h.model.predict_learn_many(
+                    [r["x"] for r in recs], [r["y"] for r in recs], [r.get("w", 1.0) for r in recs]
+                )
+            except Exception as exc:  # noqa: BLE001 - a log entry the engine refuses
+                raise CorruptSnapshot(
+                    f"log entries {h.seq + 1}..{h.seq + len(recs)} cannot be replayed: {exc!r}"[
+                        :500
+                    ]
+                ) from exc
             for j, (r, proba) in enumerate(zip(recs, probas, strict=True)):
                 pred = r["p"] if "p" in r else argmax(proba)
                 h.metrics.update(r["y"], pred)
@@ -801,8 +988,8 @@ class Registry:
         blob = codec.encode(state, meta, self._key)
         seq = h.seq
         try:
-            await self.store.put_snapshot(h.name, seq, blob)
-            await self.store.trim(h.name, seq)
+            oldest = await self.store.put_snapshot(h.name, seq, blob)
+            await self.store.trim(h.name, oldest)  # behind the oldest generation kept
         except ModelGone:
             self.handles.pop(h.name, None)
             raise ModelNotFound(f"model {h.name!r} not found") from None

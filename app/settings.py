@@ -56,6 +56,17 @@ class Settings(BaseSettings):
         Ensemble kinds whose kernels are compiled at start-up, besides those of the stored models
         (comma-separated ``bagging``, ``boosting``, ``single``; ``all``; ``none``). ``/readyz`` is
         503 until they are compiled.
+    read_staleness
+        With ``shared_store``, ``/predict`` catches up with the log when its model was last
+        caught up longer ago than this (seconds): the freshness bound of reads.
+    max_kept_predictions
+        A model keeps at most this many ``/predict`` results for delayed labels (oldest first out).
+    max_kept_bytes
+        A prediction whose kept record (features + answer) is larger is served but not kept
+        (``prediction_id: null``).
+    min_seq_wait
+        How long a read with ``min_seq`` waits for the model to reach that log sequence number
+        before answering 503 (seconds).
     """
 
     model_config = SettingsConfigDict(env_prefix="CHORUS_", extra="ignore")
@@ -86,6 +97,10 @@ class Settings(BaseSettings):
 
         parse_kinds(v)
         return v
+    read_staleness: float = Field(1.0, ge=0)
+    max_kept_predictions: int = Field(10_000, ge=1)
+    max_kept_bytes: int = Field(64 * 1024, ge=256)
+    min_seq_wait: float = Field(2.0, ge=0, le=60)
 
 
 @lru_cache

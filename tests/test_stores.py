@@ -132,6 +132,26 @@ def test_snapshot_and_trim(run):
     run(body)
 
 
+def test_snapshots_keep_the_previous_generation(run):
+    async def body(s):
+        await s.create_model("m", SPEC)
+        assert await s.get_snapshots("m") == []
+        assert await s.put_snapshot("m", 3, b"g3") == 3  # only one kept: trim up to 3
+        assert await s.get_snapshots("m") == [(3, b"g3")]
+        assert await s.put_snapshot("m", 7, b"g7") == 3  # oldest kept is still 3
+        assert await s.get_snapshots("m") == [(7, b"g7"), (3, b"g3")]
+        assert await s.put_snapshot("m", 7, b"g7bis") == 3  # same seq: replaced in place
+        assert await s.get_snapshots("m") == [(7, b"g7bis"), (3, b"g3")]
+        assert await s.put_snapshot("m", 5, b"stale") == 3  # behind: ignored
+        assert await s.put_snapshot("m", 9, b"g9") == 7  # 3 drops out
+        assert await s.get_snapshots("m") == [(9, b"g9"), (7, b"g7bis")]
+        await s.delete_model("m")
+        await s.create_model("m", SPEC)
+        assert await s.get_snapshots("m") == []
+
+    run(body)
+
+
 def test_snapshot_ahead_of_log_moves_the_sequence(run):
     """With durability off the log stays empty; the snapshot's seq is the new tail."""
 
@@ -196,5 +216,21 @@ def test_writer_lease(run):
 def test_ping(run):
     async def body(s):
         assert await s.ping()
+
+    run(body)
+
+
+def test_kept_predictions_are_bounded_oldest_out(run):
+    async def body(s):
+        await s.create_model("m", SPEC)
+        await s.create_model("n", SPEC)
+        for i in range(7):
+            items = [("m", f"p{i}", b"x" * 10), ("n", f"q{i}", b"y")]
+            await s.put_predictions(items, ttl=60, max_per_model=3)
+        kept = [i for i in range(7) if await s.get_prediction("m", f"p{i}") is not None]
+        assert kept == [4, 5, 6]
+        assert (
+            await s.get_prediction("n", "q6") == b"y" and await s.get_prediction("n", "q3") is None
+        )
 
     run(body)

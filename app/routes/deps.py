@@ -66,7 +66,7 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     text = {
         401: "Missing or wrong bearer token",
         404: "Unknown model or prediction id",
-        409: "Model exists",
+        409: "Model exists (create), or the model is broken (the message gives the reason)",
         410: "Prediction id expired",
         413: "Body or batch over the limit",
         422: "Malformed input (the message names the field)",

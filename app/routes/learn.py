@@ -15,7 +15,7 @@ router = APIRouter(tags=["learning"])
 @router.post(
     "/learn",
     response_model=LearnResult | LearnBatchResult,
-    responses=errors(401, 404, 410, 413, 422, 503),
+    responses=errors(401, 404, 409, 410, 413, 422, 503),
     summary="Predict, then learn",
     openapi_extra=json_body(LearnRequest),
 )

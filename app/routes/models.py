@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends, Path, Query
 from starlette.responses import Response
 
+from app.errors import ModelBroken, ModelNotFound
 from app.names import NAME_PATTERN, NAME_RULE
 from app.routes.deps import RegistryDep, errors, json_response, require_key
 from app.routes.schemas import Metrics, ModelCreate, ModelDescription, ModelList
 
 router = APIRouter(tags=["models"], dependencies=[Depends(require_key)])
+MIN_SEQ_DOC = (
+    "Read-your-writes: answer once the model applied at least this log sequence number "
+    "(waits up to CHORUS_MIN_SEQ_WAIT s, then 503)"
+)
 NamePath = Annotated[str, Path(pattern=NAME_PATTERN, description=f"Model name: {NAME_RULE}")]
 
 
@@ -36,27 +41,34 @@ async def list_models(reg: RegistryDep) -> Response:
     for name in await reg.names():
         try:
             out.append(reg.describe(await reg.get(name)))
-        except Exception as exc:  # noqa: BLE001 - a model deleted meanwhile is just skipped
-            if getattr(exc, "status_code", None) != 404:
-                raise
+        except ModelBroken:
+            broken = await reg.describe_broken(name)
+            if broken is not None:
+                out.append(broken)
+        except ModelNotFound:  # deleted meanwhile: just skipped
+            pass
     return json_response({"models": out})
 
 
 @router.get(
     "/models/{name}",
     response_model=ModelDescription,
-    responses=errors(401, 404, 422, 503),
+    responses=errors(401, 404, 409, 422, 503),
     summary="Describe a model",
 )
-async def get_model(name: NamePath, reg: RegistryDep) -> Response:
+async def get_model(
+    name: NamePath,
+    reg: RegistryDep,
+    min_seq: Annotated[int | None, Query(ge=0, le=2**63 - 1, description=MIN_SEQ_DOC)] = None,
+) -> Response:
     """Spec, examples seen, state bytes, metrics, and per-member ε/λ for boosting."""
-    return json_response(reg.describe(await reg.refresh(await reg.get(name))))
+    return json_response(reg.describe(await reg.fresh(name, min_seq, always=True)))
 
 
 @router.delete(
     "/models/{name}",
     status_code=204,
-    responses=errors(401, 404, 422, 503),
+    responses=errors(401, 404, 409, 422, 503),
     summary="Delete a model",
 )
 async def delete_model(name: NamePath, reg: RegistryDep) -> Response:
@@ -68,9 +80,9 @@ async def delete_model(name: NamePath, reg: RegistryDep) -> Response:
 @router.get(
     "/models/{name}/metrics",
     response_model=Metrics,
-    responses=errors(401, 404, 422, 503),
+    responses=errors(401, 404, 409, 422, 503),
     summary="Model metrics",
 )
 async def model_metrics(name: NamePath, reg: RegistryDep) -> Response:
     """Prequential accuracy, Cohen's kappa and accuracy over the last 1,000 scored examples."""
-    return json_response((await reg.refresh(await reg.get(name))).metrics.report())
+    return json_response((await reg.fresh(name, always=True)).metrics.report())

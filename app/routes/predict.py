@@ -40,7 +40,7 @@ _GET_PARAMS = {
 @router.get(
     "/predict",
     response_model=PredictResult,
-    responses=errors(401, 404, 422, 503),
+    responses=errors(401, 404, 409, 422, 503),
     summary="Predict from query parameters",
     openapi_extra=_GET_PARAMS,
 )
@@ -73,7 +73,7 @@ async def predict_get(request: Request) -> Response:
 @router.post(
     "/predict",
     response_model=PredictResult | PredictBatchResult,
-    responses=errors(401, 404, 413, 422, 503),
+    responses=errors(401, 404, 409, 413, 422, 503),
     summary="Predict from a JSON body",
     openapi_extra=json_body(PredictRequest),
 )
@@ -84,7 +84,8 @@ async def predict_post(request: Request) -> Response:
     body = PredictRequest.parse_body(await request.body())
     if body.examples is not None:
         check_batch(request, body.examples)
-        results = await reg.predict(body.model, [e["features"] for e in body.examples])
+        X = [e["features"] for e in body.examples]
+        results = await reg.predict(body.model, X, min_seq=body.min_seq)
         return json_response({"results": results})
-    (result,) = await reg.predict(body.model, [body.features])
+    (result,) = await reg.predict(body.model, [body.features], min_seq=body.min_seq)
     return json_response(result)

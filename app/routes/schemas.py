@@ -9,6 +9,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictFloat,
     StrictInt,
     StrictStr,
     ValidationError,
@@ -30,8 +31,17 @@ Value = Annotated[
 ]
 Label = StrictBool | StrictInt | StrictStr
 Features = dict[str, Value]
-Weight = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Weight = Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)]  # numbers only, never a bool
 Key = Annotated[str, Field(min_length=1, max_length=200)]
+MinSeq = Annotated[
+    int | None,
+    Field(
+        ge=0,
+        le=2**63 - 1,
+        description="Read-your-writes: answer from a model that applied at least this log "
+        "sequence number (a `seq` a write returned); waits up to CHORUS_MIN_SEQ_WAIT s, then 503",
+    ),
+]
 Name = Field(pattern=NAME_PATTERN, description=f"Model name: {NAME_RULE}")
 
 from app.errors import InvalidInput, validation_message  # noqa: E402
@@ -149,14 +159,18 @@ class ModelDescription(BaseModel):
 
     name: str
     spec: dict[str, Any]
-    n_seen: int
-    seq: int = Field(description="Last log sequence number applied")
+    n_seen: int | None = Field(description="Examples learned (null when broken)")
+    seq: int | None = Field(description="Last log sequence number applied (null when broken)")
     classes: list[Any]
-    state_bytes: int
-    metrics: Metrics
+    state_bytes: int | None
+    metrics: Metrics | None
     members: list[dict[str, Any]] = Field(
         default_factory=list, description="Boosting: epsilon, lambda_sc, lambda_sw, vote_weight"
     )
+    status: Literal["ok", "broken"] = Field(
+        "ok", description="`broken`: the model could not be loaded from the store (see `reason`)"
+    )
+    reason: str | None = Field(None, description="Why a broken model could not be loaded")
 
 
 class ModelList(BaseModel):
@@ -199,7 +213,16 @@ class LearnRequest(_Body):
                     ],
                 },
                 {"model": "meetings", "prediction_id": "Jx3k0aQ8c2LmVb1d", "label": "decline"},
-            ]
+            ],
+            # exactly one of features / examples / prediction_id (checked by _one_mode)
+            "oneOf": [
+                {"required": ["features", "label"]},
+                {
+                    "required": ["examples"],
+                    "not": {"anyOf": [{"required": ["label"]}, {"required": ["id"]}]},
+                },
+                {"required": ["prediction_id", "label"]},
+            ],  # fmt: skip
         },
     )
 
@@ -207,7 +230,7 @@ class LearnRequest(_Body):
     features: Features | None = None
     label: Label | None = None
     id: str | None = Field(None, min_length=1, max_length=200)
-    weight: float = Field(1.0, ge=0, allow_inf_nan=False)
+    weight: Weight = 1.0
     examples: list[LearnExample] | None = None
     prediction_id: str | None = Field(None, min_length=1, max_length=200)
 
@@ -295,13 +318,15 @@ class PredictRequest(_Body):
             "examples": [
                 {"model": "meetings", "features": _FEATURES_EX},
                 {"model": "meetings", "examples": [{"features": _FEATURES_EX}]},
-            ]
+            ],
+            "oneOf": [{"required": ["features"]}, {"required": ["examples"]}],
         },
     )
 
     model: str = Name
     features: Features | None = None
     examples: list[PredictExample] | None = None
+    min_seq: MinSeq = None
 
     @model_validator(mode="after")
     def _one_mode(self) -> PredictRequest:

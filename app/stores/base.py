@@ -100,11 +100,19 @@ class Store(Protocol):
     async def last_seq(self, name: str) -> int:
         """The log's last sequence number (0 when empty)."""
 
-    async def put_snapshot(self, name: str, seq: int, blob: bytes) -> None:
-        """Store the model's snapshot that includes the log up to ``seq``."""
+    async def put_snapshot(self, name: str, seq: int, blob: bytes) -> int:
+        """Store the model's snapshot that includes the log up to ``seq``.
+
+        The previous generation is kept (a newer ``seq`` shifts the current snapshot to
+        *previous*; the same ``seq`` replaces the current one; an older one is ignored).
+        Returns the ``seq`` of the oldest snapshot kept: the log may be trimmed up to it only.
+        """
 
     async def get_snapshot(self, name: str) -> tuple[int, bytes] | None:
         """The latest snapshot ``(seq, blob)`` or ``None``."""
+
+    async def get_snapshots(self, name: str) -> list[tuple[int, bytes]]:
+        """Every kept snapshot generation ``(seq, blob)``, newest first (at most two)."""
 
     async def trim(self, name: str, upto_seq: int) -> None:
         """Drop log entries with sequence number <= ``upto_seq`` (only behind a snapshot)."""
@@ -118,8 +126,13 @@ class Store(Protocol):
     async def put_prediction(self, name: str, pid: str, blob: bytes, ttl: float) -> None:
         """Keep a served prediction for at least ``ttl`` seconds (a delayed label may follow)."""
 
-    async def put_predictions(self, items: list[tuple[str, str, bytes]], ttl: float) -> None:
-        """Keep several ``(model, pid, blob)`` predictions in one round trip / transaction."""
+    async def put_predictions(
+        self, items: list[tuple[str, str, bytes]], ttl: float, *, max_per_model: int | None = None
+    ) -> None:
+        """Keep several ``(model, pid, blob)`` predictions in one round trip / transaction.
+
+        With ``max_per_model`` a model keeps at most that many predictions: the oldest go first.
+        """
 
     async def get_prediction(self, name: str, pid: str) -> bytes | None:
         """A kept prediction, or ``None``."""

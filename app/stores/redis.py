@@ -6,7 +6,7 @@ Keys (``{name}`` is a hash tag, so one model's keys share a Redis Cluster slot):
     chorus:m:{name}:spec       the declared spec (JSON)
     chorus:m:{name}:seq        last sequence number appended
     chorus:m:{name}:log        STREAM, entry id "<seq>-0", field "r" = the record
-    chorus:m:{name}:snap       HASH {seq, blob}
+    chorus:m:{name}:snap       HASH {seq, blob, pseq, pblob} (current + previous generation)
     chorus:m:{name}:ids        HASH idempotency key -> stored response
     chorus:m:{name}:lease      writer lease (only with several writing processes)
     chorus:m:{name}:p:<pid>    kept prediction (the record holds its expiry; the key lives TTL + max(TTL, 60 s))
@@ -47,15 +47,24 @@ redis.call('SET', KEYS[2], cur)
 return {0, cur}
 """
 
-# KEYS: spec, seq, snap. ARGV: seq, blob. A snapshot never replaces a newer one (-1).
+# KEYS: spec, seq, snap. ARGV: seq, blob. A snapshot never replaces a newer one; a newer one
+# shifts the current snapshot to the previous generation (pseq, pblob). Returns the oldest kept
+# seq (the log may be trimmed up to it), -2 when the model is gone.
 _SNAPSHOT = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
+local seq = tonumber(ARGV[1])
 local have = tonumber(redis.call('HGET', KEYS[3], 'seq') or '-1')
-if tonumber(ARGV[1]) < have then return -1 end
-redis.call('HSET', KEYS[3], 'seq', ARGV[1], 'blob', ARGV[2])
+if seq > have then
+  if have >= 0 then
+    redis.call('HSET', KEYS[3], 'pseq', have, 'pblob', redis.call('HGET', KEYS[3], 'blob'))
+  end
+  redis.call('HSET', KEYS[3], 'seq', ARGV[1], 'blob', ARGV[2])
+elseif seq == have then
+  redis.call('HSET', KEYS[3], 'blob', ARGV[2])
+end
 local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
-if tonumber(ARGV[1]) > cur then redis.call('SET', KEYS[2], ARGV[1]) end
-return 0
+if seq > cur then redis.call('SET', KEYS[2], ARGV[1]) end
+return tonumber(redis.call('HGET', KEYS[3], 'pseq') or redis.call('HGET', KEYS[3], 'seq'))
 """
 
 # KEYS: lease. ARGV: token.
@@ -81,7 +90,7 @@ return 1
 """
 
 _MODELS = "chorus:models"
-_PARTS = ("spec", "seq", "log", "snap", "ids", "lease")
+_PARTS = ("spec", "seq", "log", "snap", "ids", "lease", "pz")
 
 
 def _k(name: str, part: str) -> str:
@@ -215,16 +224,24 @@ class RedisStore:
         raw = await self.r.get(_k(name, "seq"))
         return int(raw) if raw is not None else 0
 
-    async def put_snapshot(self, name: str, seq: int, blob: bytes) -> None:
+    async def put_snapshot(self, name: str, seq: int, blob: bytes) -> int:
         keys = [_k(name, "spec"), _k(name, "seq"), _k(name, "snap")]
-        if await self._snapshot(keys=keys, args=[seq, blob]) == -2:
+        oldest = int(await self._snapshot(keys=keys, args=[seq, blob]))
+        if oldest == -2:
             raise ModelGone(name)
+        return oldest
 
     async def get_snapshot(self, name: str) -> tuple[int, bytes] | None:
         seq, blob = await self.r.hmget(_k(name, "snap"), ["seq", "blob"])
         if seq is None or blob is None:
             return None
         return int(seq), bytes(blob)
+
+    async def get_snapshots(self, name: str) -> list[tuple[int, bytes]]:
+        fields = ["seq", "blob", "pseq", "pblob"]
+        seq, blob, pseq, pblob = await self.r.hmget(_k(name, "snap"), fields)
+        gens = [(s, b) for s, b in ((seq, blob), (pseq, pblob)) if s is not None and b is not None]
+        return [(int(s), bytes(b)) for s, b in gens]
 
     async def trim(self, name: str, upto_seq: int) -> None:
         await self.r.xtrim(_k(name, "log"), minid=f"{upto_seq + 1}-0", approximate=False)
@@ -242,13 +259,27 @@ class RedisStore:
     async def put_prediction(self, name: str, pid: str, blob: bytes, ttl: float) -> None:
         await self.put_predictions([(name, pid, blob)], ttl)
 
-    async def put_predictions(self, items: list[tuple[str, str, bytes]], ttl: float) -> None:
+    async def put_predictions(
+        self, items: list[tuple[str, str, bytes]], ttl: float, *, max_per_model: int | None = None
+    ) -> None:
         keep = ttl + max(ttl, 60.0)  # expired ones linger a while so they answer 410, not 404
         px = max(1, int(1000 * keep))
+        now = time.time()
         async with self.r.pipeline(transaction=False) as pipe:
             for name, pid, blob in items:
                 pipe.set(_k(name, f"p:{pid}"), blob, px=px)
+                if max_per_model is not None:  # index by time: the oldest go first
+                    pipe.zadd(_k(name, "pz"), {pid: now})
             await pipe.execute()
+        if max_per_model is None:
+            return
+        for name in {name for name, _, _ in items}:
+            pz = _k(name, "pz")
+            await self.r.zremrangebyscore(pz, "-inf", now - keep)  # expired by themselves
+            excess = await self.r.zcard(pz) - max_per_model
+            if excess > 0:
+                old = await self.r.zpopmin(pz, excess)
+                await self.r.delete(*[_k(name, f"p:{pid.decode()}") for pid, _ in old])
 
     async def get_prediction(self, name: str, pid: str) -> bytes | None:
         raw = await self.r.get(_k(name, f"p:{pid}"))

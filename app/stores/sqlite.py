@@ -19,6 +19,8 @@ CREATE TABLE IF NOT EXISTS log (
     PRIMARY KEY (model, seq)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS snapshots (
     model TEXT PRIMARY KEY, seq INTEGER NOT NULL, blob BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS snapshots_prev (
+    model TEXT PRIMARY KEY, seq INTEGER NOT NULL, blob BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS idem (
     model TEXT NOT NULL, key TEXT NOT NULL, response BLOB NOT NULL,
     PRIMARY KEY (model, key)) WITHOUT ROWID;
@@ -26,6 +28,7 @@ CREATE TABLE IF NOT EXISTS predictions (
     model TEXT NOT NULL, pid TEXT NOT NULL, blob BLOB NOT NULL, expires REAL NOT NULL,
     PRIMARY KEY (model, pid)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS predictions_expires ON predictions (expires);
+CREATE INDEX IF NOT EXISTS predictions_model_expires ON predictions (model, expires);
 CREATE TABLE IF NOT EXISTS leases (
     model TEXT PRIMARY KEY, token TEXT NOT NULL, until REAL NOT NULL) WITHOUT ROWID;
 """
@@ -107,7 +110,7 @@ class SqliteStore:
     async def delete_model(self, name: str) -> bool:
         with self._tx() as db:
             n = db.execute("DELETE FROM models WHERE name = ?", (name,)).rowcount
-            for table in ("log", "snapshots", "idem", "predictions", "leases"):
+            for table in ("log", "snapshots", "snapshots_prev", "idem", "predictions", "leases"):
                 db.execute(f"DELETE FROM {table} WHERE model = ?", (name,))  # noqa: S608
         return n > 0
 
@@ -159,10 +162,15 @@ class SqliteStore:
         row = self.db.execute("SELECT last_seq FROM models WHERE name = ?", (name,)).fetchone()
         return row[0] if row else 0
 
-    async def put_snapshot(self, name: str, seq: int, blob: bytes) -> None:
+    async def put_snapshot(self, name: str, seq: int, blob: bytes) -> int:
         with self._tx() as db:
             if db.execute("SELECT 1 FROM models WHERE name = ?", (name,)).fetchone() is None:
                 raise ModelGone(name)
+            db.execute(  # a newer snapshot shifts the current one to the previous generation
+                "INSERT OR REPLACE INTO snapshots_prev (model, seq, blob) "
+                "SELECT model, seq, blob FROM snapshots WHERE model = ? AND seq < ?",
+                (name, seq),
+            )
             db.execute(
                 "INSERT INTO snapshots (model, seq, blob) VALUES (?, ?, ?) "
                 "ON CONFLICT (model) DO UPDATE SET seq = excluded.seq, blob = excluded.blob "
@@ -170,10 +178,24 @@ class SqliteStore:
                 (name, seq, blob),
             )
             db.execute("UPDATE models SET last_seq = MAX(last_seq, ?) WHERE name = ?", (seq, name))
+            row = db.execute(
+                "SELECT MIN(seq) FROM (SELECT seq FROM snapshots WHERE model = ?1 "
+                "UNION ALL SELECT seq FROM snapshots_prev WHERE model = ?1)",
+                (name,),
+            ).fetchone()
+        return int(row[0])
 
     async def get_snapshot(self, name: str) -> tuple[int, bytes] | None:
-        row = self.db.execute("SELECT seq, blob FROM snapshots WHERE model = ?", (name,)).fetchone()
-        return (row[0], bytes(row[1])) if row else None
+        gens = await self.get_snapshots(name)
+        return gens[0] if gens else None
+
+    async def get_snapshots(self, name: str) -> list[tuple[int, bytes]]:
+        rows = self.db.execute(
+            "SELECT seq, blob FROM snapshots WHERE model = ?1 "
+            "UNION ALL SELECT seq, blob FROM snapshots_prev WHERE model = ?1 ORDER BY seq DESC",
+            (name,),
+        ).fetchall()
+        return [(seq, bytes(blob)) for seq, blob in rows]
 
     async def trim(self, name: str, upto_seq: int) -> None:
         with self._tx() as db:
@@ -190,15 +212,24 @@ class SqliteStore:
             )
 
     async def put_prediction(self, name: str, pid: str, blob: bytes, ttl: float) -> None:
-        await self.put_predictions([(name, pid, blob)], ttl)
+        await self.put_predictions([(name, pid, blob)], ttl)  # unbounded: the registry bounds
 
-    async def put_predictions(self, items: list[tuple[str, str, bytes]], ttl: float) -> None:
+    async def put_predictions(
+        self, items: list[tuple[str, str, bytes]], ttl: float, *, max_per_model: int | None = None
+    ) -> None:
         now = time.time()
         with self._tx() as db:
             db.executemany(
                 "INSERT OR REPLACE INTO predictions (model, pid, blob, expires) VALUES (?, ?, ?, ?)",
                 [(name, pid, blob, now + ttl) for name, pid, blob in items],
             )
+            if max_per_model is not None:
+                for name in {name for name, _, _ in items}:  # the oldest beyond the bound go
+                    db.execute(
+                        "DELETE FROM predictions WHERE model = ?1 AND pid IN (SELECT pid FROM "
+                        "predictions WHERE model = ?1 ORDER BY expires DESC LIMIT -1 OFFSET ?2)",
+                        (name, max_per_model),
+                    )
             before = self._puts
             self._puts += len(items)
             if self._puts // 1000 != before // 1000:  # expired ones linger max(TTL, 60 s): 410
