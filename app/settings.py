@@ -97,6 +97,7 @@ class Settings(BaseSettings):
 
         parse_kinds(v)
         return v
+
     read_staleness: float = Field(1.0, ge=0)
     max_kept_predictions: int = Field(10_000, ge=1)
     max_kept_bytes: int = Field(64 * 1024, ge=256)
