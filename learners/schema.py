@@ -40,6 +40,8 @@ class LabelError(ValueError):
 
 def normalize_label(y: Any) -> Any:
     """Labels are JSON scalars: str, int or bool (numpy scalars are converted)."""
+    if isinstance(y, np.generic):  # np.bool_, np.int64, np.str_, ...
+        y = y.item()
     if isinstance(y, bool | str):
         return y
     if isinstance(y, int | np.integer):
@@ -162,7 +164,9 @@ class Schema:
 
     def _value(self, name: str, v: Any, grow: bool) -> tuple[int, Any]:
         """Return (kind, value) with kind 0 numeric, 1 categorical, -1 missing/ignored."""
-        if v is None:
+        if isinstance(v, np.generic):  # np.bool_, np.int64, np.float32, np.str_, ...
+            v = v.item()
+        if v is None or (type(v) is float and math.isnan(v)):  # missing, whatever the kind
             return -1, None
         kind = self.num_index.get(name)
         if kind is not None:  # known numeric
