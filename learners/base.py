@@ -166,11 +166,16 @@ class RiverEstimator(river_base.MiniBatchClassifier):
     def from_state(cls, state: State) -> Any:
         raise NotImplementedError
 
-    def __getstate__(self) -> State:
-        return self.to_state()
+    def __getstate__(self) -> dict[str, Any]:
+        try:
+            return self.to_state()
+        except ValueError:  # no state form (an ensemble over a third-party Python learner):
+            return dict(self.__dict__)  # its members are plain Python objects
 
-    def __setstate__(self, state: State) -> None:
-        self.__dict__.update(type(self).from_state(state).__dict__)
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if set(state) == {"header", "arrays"}:
+            state = type(self).from_state(state).__dict__
+        self.__dict__.update(state)
 
     @classmethod
     def _unit_test_params(cls) -> Iterator[dict[str, Any]]:

@@ -115,9 +115,34 @@ def test_pipelines_and_river_wrappers_under_evaluate():
     assert evaluate.progressive_val_score(stream, onehot, metrics.Accuracy()).get() > 0.75
 
 
-@pytest.mark.parametrize("name", ["Bagging(HT)", "Boosting(Stump)", "RiverLearner"])
+class MajorityClass:
+    """A third-party learner (plain Python, no state form): the most frequent label so far."""
+
+    def __init__(self):
+        self.counts = {}
+
+    def learn_one(self, x, y, *, w=1.0):
+        self.counts[y] = self.counts.get(y, 0.0) + w
+
+    def predict_proba_one(self, x):
+        total = sum(self.counts.values())
+        return {k: v / total for k, v in self.counts.items()} if total else {}
+
+    def clone(self):
+        return MajorityClass()
+
+
+@pytest.mark.parametrize(
+    "name", ["Bagging(HT)", "Boosting(Stump)", "RiverLearner", "Bagging(third party)"]
+)
 def test_pickle_and_deepcopy_mid_stream(name):
-    model = MODELS[name]()
+    """Copies continue identically; an ensemble over a plain-Python third-party learner (no
+    state form) pickles its members as they are."""
+    model = (
+        OnlineBagging(MajorityClass(), n_models=3, seed=1)
+        if name == "Bagging(third party)"
+        else MODELS[name]()
+    )
     data = list(datasets.Phishing().take(400))
     for x, y in data[:200]:
         model.learn_one(x, y)
