@@ -8,13 +8,14 @@ slow path: a Python object per member, driven by the same algorithm and the same
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from learners import NativeLearner, argmax_label
+from learners import HoeffdingTree, NativeLearner, argmax_label
 from learners._bank import TreeBank
-from learners.base import Features, Label, check_weights
+from learners.base import Features, Label, ManyMixin, RiverEstimator, check_weights
 from learners.native import STATE_FORMAT, STATE_VERSION
 from learners.schema import Schema, normalize_label
 
@@ -36,9 +37,11 @@ def check_int(name: str, value: Any, lo: int, hi: int) -> None:
         raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
 
 
-class OnlineEnsemble:
+class OnlineEnsemble(ManyMixin, RiverEstimator):
     """Base class: subclasses set ``_kernel`` (native path) and implement ``_py_predict`` /
-    ``_py_learn`` (slow path: the same algorithm over Python member objects)."""
+    ``_py_learn`` (slow path: the same algorithm over Python member objects).
+
+    Every ensemble is a ``river.base.MiniBatchClassifier`` (``learners.base.RiverEstimator``)."""
 
     kind = ""  # "bagging" | "boosting" | "single"
 
@@ -155,15 +158,15 @@ class OnlineEnsemble:
     def _py_learn(self, x: Features, y: Label, w: float, seq: int) -> None:
         raise NotImplementedError
 
-    def learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> None:
+    def learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> None:  # type: ignore[override]
         """Learn one example with sample weight ``w`` (``w = 0`` does nothing)."""
         self._one(x, y, w, False, True)
 
-    def predict_proba_one(self, x: Features) -> dict[Label, float]:
+    def predict_proba_one(self, x: Features) -> dict[Label, float]:  # type: ignore[override]
         """Class probabilities (``{}`` before any training)."""
         return self._one(x, None, 0.0, True, False)
 
-    def predict_one(self, x: Features) -> Label | None:
+    def predict_one(self, x: Features) -> Label | None:  # type: ignore[override]
         """The most probable label (``None`` before any training)."""
         if self._native:
             return self._bank.run_one(self._kernel, self._I, self._F, x, None, 0.0, True, False,
@@ -171,26 +174,17 @@ class OnlineEnsemble:
         return argmax_label(self.predict_proba_one(x))
 
     def predict_learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> dict[Label, float]:
-        """Predict, then learn (prequential); returns the prediction made before learning."""
+        """Predict, then learn (prequential). Returns the class *probabilities* the model gave
+        before learning ``x`` (not a label: ``argmax_label`` of it is the prediction)."""
         return self._one(x, y, w, True, True)
 
-    def learn_many(self, X: list[Features], y: list, w: list[float] | None = None) -> None:
-        self._run(list(X), list(y), w, False, True)
+    @classmethod
+    def _unit_test_params(cls) -> Iterator[dict[str, Any]]:
+        yield {"learner": HoeffdingTree(grace_period=50), "n_models": 3}
 
-    def predict_proba_many(self, X: list[Features]) -> list[dict]:
-        return self._run(list(X), None, None, True, False)
-
-    def predict_many(self, X: list[Features]) -> list:
-        return [argmax_label(p) for p in self.predict_proba_many(X)]
-
-    def predict_learn_many(self, X: list[Features], y: list, w: list[float] | None = None):
-        """Row i is predicted after rows < i were learned, then learned."""
-        return self._run(list(X), list(y), w, True, True)
-
-    def clone(self) -> OnlineEnsemble:
-        """A fresh, untrained ensemble with the same parameters."""
-        return type(self)(self.learner.clone(), n_models=self.n_models, seed=self.seed,
-                          **self._extra_params())  # fmt: skip
+    def _unit_test_skips(self) -> set[str]:
+        skips = getattr(self.learner, "_unit_test_skips", None)  # as river's Pipeline does
+        return set(skips()) if callable(skips) else set()
 
     def _extra_params(self) -> dict:
         return {}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from learners import _tree
+from collections.abc import Iterator
+from typing import Any
+
+from learners import HoeffdingTree, _tree
 from learners.base import Features, Label
 
 from .base import OnlineEnsemble
@@ -31,6 +34,10 @@ class Single(OnlineEnsemble):
         super().__init__(learner, n_models=1, seed=seed)
 
     _kernel = staticmethod(_tree.single_run)
+
+    @classmethod
+    def _unit_test_params(cls) -> Iterator[dict[str, Any]]:
+        yield {"learner": HoeffdingTree(grace_period=50)}
 
     def _py_predict(self, x: Features) -> dict:
         return self._members[0].predict_proba_one(x)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from river import base as river_base
 
 Label = str | int | bool
 Features = dict[str, Any]
@@ -49,29 +52,131 @@ def argmax_label(proba: dict[Label, float]) -> Label | None:
     return best
 
 
-class BatchMixin:
+def rows_of(X: Any) -> tuple[list[Features], Any]:
+    """The rows of a batch as dicts, and the pandas index when ``X`` is a DataFrame (else
+    ``None``). NaN cells of a DataFrame are missing values, as absent keys are."""
+    if hasattr(X, "columns") and hasattr(X, "to_dict"):
+        return X.to_dict(orient="records"), X.index
+    return list(X), None
+
+
+def labels_of(y: Any) -> list:
+    """Labels of a batch as a list of Python scalars (from a list, a Series or an array)."""
+    return y.tolist() if hasattr(y, "tolist") else list(y)
+
+
+class ManyMixin:
+    """The batch forms of the model API over one ``_run(X, ys, ws, do_predict, do_learn)``.
+
+    ``X`` is a list of dicts or a pandas DataFrame; given a DataFrame, the outputs are pandas too
+    (probabilities: a DataFrame with a column per class; labels: a Series), indexed like ``X``,
+    as river's mini-batch classifiers return them.
+    """
+
+    def _run(self, X: list, ys: list | None, ws: Any, do_predict: bool, do_learn: bool) -> list:
+        raise NotImplementedError
+
+    @staticmethod
+    def _probas_out(probas: list[dict], index: Any) -> Any:
+        if index is None:
+            return probas
+        import pandas as pd
+
+        return pd.DataFrame.from_records(probas, index=index).fillna(0.0)
+
+    def learn_many(self, X: Any, y: Any, w: Any = None) -> None:
+        """Learn rows in order (row i with weight ``w[i]``, default 1)."""
+        rows, _ = rows_of(X)
+        self._run(rows, labels_of(y), w, False, True)
+
+    def predict_proba_many(self, X: Any) -> Any:
+        """Class probabilities per row (``{}`` / zeros before any training)."""
+        rows, index = rows_of(X)
+        return self._probas_out(self._run(rows, None, None, True, False), index)
+
+    def predict_many(self, X: Any) -> Any:
+        """The most probable label per row (``None`` before any training)."""
+        rows, index = rows_of(X)
+        labels = [argmax_label(p) for p in self._run(rows, None, None, True, False)]
+        if index is None:
+            return labels
+        import pandas as pd
+
+        return pd.Series(labels, index=index)
+
+    def predict_learn_many(self, X: Any, y: Any, w: Any = None) -> Any:
+        """Row i is predicted after rows < i were learned, then learned; the probabilities."""
+        rows, index = rows_of(X)
+        return self._probas_out(self._run(rows, labels_of(y), w, True, True), index)
+
+
+class BatchMixin(ManyMixin):
     """Batch and prequential forms of the model API, for learners that only implement the
     per-example methods (their natural form). Native learners have compiled versions instead."""
 
-    def learn_many(self, X: list[Features], y: list, w: list[float] | None = None) -> None:
-        weights = [1.0] * len(X) if w is None else list(w)
-        for x, yy, ww in zip(X, y, weights, strict=True):
-            self.learn_one(x, yy, w=ww)  # type: ignore[attr-defined]
-
-    def predict_proba_many(self, X: list[Features]) -> list[dict[Label, float]]:
-        return [self.predict_proba_one(x) for x in X]  # type: ignore[attr-defined]
-
-    def predict_many(self, X: list[Features]) -> list:
-        return [argmax_label(p) for p in self.predict_proba_many(X)]
+    def _run(self, X: list, ys: list | None, ws: Any, do_predict: bool, do_learn: bool) -> list:
+        n = len(X)
+        weights = [1.0] * n if ws is None else labels_of(ws)
+        out = []
+        for x, y, w in zip(X, [None] * n if ys is None else ys, weights, strict=True):
+            if do_predict:
+                out.append(self.predict_proba_one(x))  # type: ignore[attr-defined]
+            if do_learn:
+                self.learn_one(x, y, w=w)  # type: ignore[attr-defined]
+        return out
 
     def predict_learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> dict[Label, float]:
-        """Predict, then learn (prequential); returns the prediction made before learning."""
+        """Predict, then learn (prequential). Returns the class *probabilities* the model gave
+        before learning ``x`` (not a label: ``argmax_label`` of it is the prediction)."""
         p = self.predict_proba_one(x)  # type: ignore[attr-defined]
         self.learn_one(x, y, w=w)  # type: ignore[attr-defined]
         return p
 
-    def predict_learn_many(self, X: list[Features], y: list, w: list[float] | None = None):
-        weights = [1.0] * len(X) if w is None else list(w)
-        return [
-            self.predict_learn_one(x, yy, w=ww) for x, yy, ww in zip(X, y, weights, strict=True)
-        ]
+
+class RiverEstimator(river_base.MiniBatchClassifier):
+    """river's estimator contract for every Chorus learner and ensemble.
+
+    A ``river.base.MiniBatchClassifier``: ``_get_params`` (from the constructor signature),
+    ``clone(new_params)``, ``mutate``, ``_tags``, ``_unit_test_params``, multiclass. Nothing of
+    river runs on the hot path: ``learn_one`` and the predictions are the subclass's own methods.
+    ``pickle`` and ``copy.deepcopy`` go through ``to_state()`` / ``from_state()`` (plain arrays,
+    no compiled object), so a copy continues exactly as the original would.
+    """
+
+    @property
+    def _multiclass(self) -> bool:
+        return True
+
+    def clone(self, new_params: dict[str, Any] | None = None, include_attributes: bool = False):
+        """A fresh, untrained model with the same parameters, updated by ``new_params``.
+
+        ``include_attributes=True`` copies the learned state too (a deep copy); it cannot be
+        combined with ``new_params``.
+        """
+        if include_attributes:
+            if new_params:
+                raise ValueError("clone: include_attributes=True takes no new_params")
+            return copy.deepcopy(self)
+        return super().clone(new_params)
+
+    def to_state(self) -> State:
+        raise NotImplementedError
+
+    @classmethod
+    def from_state(cls, state: State) -> Any:
+        raise NotImplementedError
+
+    def __getstate__(self) -> dict[str, Any]:
+        try:
+            return self.to_state()
+        except ValueError:  # no state form (an ensemble over a third-party Python learner):
+            return dict(self.__dict__)  # its members are plain Python objects
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if set(state) == {"header", "arrays"}:
+            state = type(self).from_state(state).__dict__
+        self.__dict__.update(state)
+
+    @classmethod
+    def _unit_test_params(cls) -> Iterator[dict[str, Any]]:
+        yield {}

@@ -24,8 +24,8 @@ from typing import Any
 import numba as nb
 import numpy as np
 
-from learners.base import BatchMixin, Label, State, argmax_label
-from learners.schema import FeatureTypeError
+from learners.base import BatchMixin, Label, RiverEstimator, State, argmax_label
+from learners.schema import FeatureTypeError, normalize_label
 
 __all__ = ["ExactTree"]
 
@@ -163,7 +163,7 @@ class _Node:
         self.ver = -1  # layout version the count table was made for
 
 
-class ExactTree(BatchMixin):
+class ExactTree(BatchMixin, RiverEstimator):
     """Lossless incremental decision tree (an ITI stand-in, Utgoff et al. 1997).
 
     At every moment the tree equals the batch ID3/C4.5-style tree grown on all examples learned so
@@ -338,13 +338,14 @@ class ExactTree(BatchMixin):
         return row
 
     # --------------------------------------------------------------- learning
-    def learn_one(self, x: dict[str, Any], y: Label, *, w: float = 1.0) -> None:
+    def learn_one(self, x: dict[str, Any], y: Label, *, w: float = 1.0) -> None:  # type: ignore[override]
         """Store the example ``(x, y)`` with weight ``w``; ``w = 0`` does nothing."""
         if w < 0 or math.isnan(w):
             raise ValueError("w must be >= 0")
         if w == 0:
             return
         row = self._row(x, grow=True)
+        y = normalize_label(y)
         if y not in self._class_idx:
             self._class_idx[y] = len(self._classes)
             self._classes.append(y)
@@ -553,7 +554,7 @@ class ExactTree(BatchMixin):
         self._n_built = self._n
 
     # ------------------------------------------------------------- prediction
-    def predict_proba_one(self, x: dict[str, Any]) -> dict[Label, float]:
+    def predict_proba_one(self, x: dict[str, Any]) -> dict[Label, float]:  # type: ignore[override]
         """Class probabilities: the weighted class frequencies of the leaf ``x`` reaches."""
         if self._n == 0:
             return {}
@@ -578,7 +579,7 @@ class ExactTree(BatchMixin):
             return dist
         return np.concatenate([dist, np.zeros(len(self._classes) - dist.shape[0])])
 
-    def predict_one(self, x: dict[str, Any]) -> Label | None:
+    def predict_one(self, x: dict[str, Any]) -> Label | None:  # type: ignore[override]
         """The most probable class (ties: the class seen first); ``None`` before training."""
         return argmax_label(self.predict_proba_one(x))
 
@@ -647,10 +648,6 @@ class ExactTree(BatchMixin):
     def params(self) -> dict[str, Any]:
         """The constructor arguments (JSON-able)."""
         return {"max_depth": self.max_depth, "min_gain": self.min_gain, "split": self.split}
-
-    def clone(self) -> ExactTree:
-        """A fresh, untrained tree with the same parameters."""
-        return ExactTree(**self.params())
 
     def to_state(self) -> State:
         """The stored examples and schema as ``{"header": JSON-able, "arrays": numpy}``.

@@ -10,7 +10,7 @@ import numpy as np
 from . import _tree
 from ._bank import TreeBank
 from ._tree import TreeParams
-from .base import Features, Label, argmax_label, check_weights
+from .base import Features, Label, ManyMixin, RiverEstimator, check_weights
 from .encoded import EncodedRows
 from .schema import Schema
 
@@ -34,10 +34,11 @@ def _check_positive(name: str, value: Any, *, allow_zero: bool = False) -> None:
         raise ValueError(f"{name} must be a number {bound}, got {value!r}")
 
 
-class NativeLearner:
+class NativeLearner(ManyMixin, RiverEstimator):
     """Shared machinery of the array-backed learners (one member of a ``TreeBank``).
 
-    Subclasses define ``_param_names`` and ``_tree_params()``.
+    Subclasses define ``_param_names`` and ``_tree_params()``. Every native learner is a
+    ``river.base.MiniBatchClassifier`` (see ``learners.base.RiverEstimator``).
     """
 
     _param_names: tuple[str, ...] = ()
@@ -52,10 +53,6 @@ class NativeLearner:
     def params(self) -> dict[str, Any]:
         """Constructor arguments, as given."""
         return {name: getattr(self, name) for name in self._param_names}
-
-    def clone(self) -> NativeLearner:
-        """A fresh, untrained learner with the same parameters."""
-        return type(self)(**self.params())
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
@@ -80,37 +77,26 @@ class NativeLearner:
     _I = np.zeros(1, np.int64)
     _F = np.zeros((1, 1))
 
-    def learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> None:
+    def learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> None:  # type: ignore[override]
         """Learn one example with sample weight ``w`` (``w = 0`` does nothing)."""
         self._bank.run_one(_tree.single_run, self._I, self._F, x, y, w, False, True)
 
-    def predict_proba_one(self, x: Features) -> dict[Label, float]:
+    def predict_proba_one(self, x: Features) -> dict[Label, float]:  # type: ignore[override]
         """Class probabilities (``{}`` before any training)."""
         return self._bank.run_one(_tree.single_run, self._I, self._F, x, None, 0.0, True, False)
 
-    def predict_one(self, x: Features) -> Label | None:
+    def predict_one(self, x: Features) -> Label | None:  # type: ignore[override]
         """The most probable label (``None`` before any training)."""
         return self._bank.run_one(_tree.single_run, self._I, self._F, x, None, 0.0, True, False,
                                   True)  # fmt: skip
 
     def predict_learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> dict[Label, float]:
-        """Predict, then learn (prequential); returns the prediction made before learning."""
+        """Predict, then learn (prequential). Returns the class *probabilities* the model gave
+        before learning ``x`` (not a label: ``argmax_label`` of it is the prediction)."""
         return self._bank.run_one(_tree.single_run, self._I, self._F, x, y, w, True, True)
 
     def _run(self, X, ys, ws, do_predict: bool, do_learn: bool) -> list[dict]:
         return self._bank.run(_tree.single_run, self._I, self._F, X, ys, ws, do_predict, do_learn)
-
-    def learn_many(self, X: list[Features], y: list, w: list[float] | None = None) -> None:
-        self._run(list(X), list(y), w, False, True)
-
-    def predict_proba_many(self, X: list[Features]) -> list[dict]:
-        return self._run(list(X), None, None, True, False)
-
-    def predict_many(self, X: list[Features]) -> list:
-        return [argmax_label(p) for p in self.predict_proba_many(X)]
-
-    def predict_learn_many(self, X: list[Features], y: list, w: list[float] | None = None):
-        return self._run(list(X), list(y), w, True, True)
 
     # ---------------------------------------------------------------- pre-encoded rows
     def learn_encoded(self, rows: EncodedRows, w: Any) -> None:
@@ -348,6 +334,12 @@ class DecisionStump(NativeLearner):
     """
 
     _param_names = ("split_criterion",)
+
+    def _unit_test_skips(self) -> set[str]:
+        # The split is chosen among tied merits by feature order (first appearance), and on
+        # a few examples many features tie (each separates them perfectly): a stream with the
+        # features shuffled can predict with another, equally good, split.
+        return {"check_shuffle_features_no_impact"}
 
     def __init__(self, split_criterion: str = "info_gain"):
         _check_choice("split_criterion", split_criterion, _CRITERIA)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import copy
 import importlib
 import pickle
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from .base import BatchMixin, Features, Label, argmax_label
+from .base import BatchMixin, Features, Label, RiverEstimator, argmax_label
 from .native import STATE_FORMAT, STATE_VERSION
 
 
@@ -34,7 +35,7 @@ def resolve_river_class(path: str) -> type:
     return cls
 
 
-class RiverLearner(BatchMixin):
+class RiverLearner(BatchMixin, RiverEstimator):
     """Wrap a river classifier so ensembles can use it as a base learner.
 
     This is the slow path: ensembles loop over members in Python and every update goes through
@@ -73,9 +74,11 @@ class RiverLearner(BatchMixin):
         """river's convention for missing values is an absent key."""
         return {k: v for k, v in x.items() if v is not None and v == v}
 
-    def learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> None:
+    def learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> None:  # type: ignore[override]
         if w <= 0:
             return
+        if isinstance(y, np.generic):  # np.bool_, np.str_, ...: the plain Python label
+            y = y.item()
         x = self._present(x)
         if self._takes_w:
             self.estimator.learn_one(x, y, w=w)
@@ -83,19 +86,22 @@ class RiverLearner(BatchMixin):
             for _ in range(int(round(w))):
                 self.estimator.learn_one(x, y)
 
-    def predict_proba_one(self, x: Features) -> dict[Label, float]:
+    def predict_proba_one(self, x: Features) -> dict[Label, float]:  # type: ignore[override]
         p = self.estimator.predict_proba_one(self._present(x)) or {}
         total = sum(p.values())
         return {k: v / total for k, v in p.items()} if total > 0 else {}
 
-    def predict_one(self, x: Features) -> Label | None:
+    def predict_one(self, x: Features) -> Label | None:  # type: ignore[override]
         return argmax_label(self.predict_proba_one(x))
 
     def __repr__(self) -> str:
         return f"RiverLearner({self.estimator!r})"
 
-    def clone(self) -> RiverLearner:
-        return RiverLearner(self.estimator.clone())
+    @classmethod
+    def _unit_test_params(cls) -> Iterator[dict[str, Any]]:
+        from river import tree
+
+        yield {"estimator": tree.HoeffdingTreeClassifier(grace_period=50)}
 
     def params(self) -> dict:
         return {"estimator": f"{type(self.estimator).__module__}.{type(self.estimator).__name__}"}

@@ -44,12 +44,14 @@ LABEL_TYPES = {str: "string", int: "integer", bool: "boolean"}
 def normalize_label(y: Any) -> Any:
     """Labels are JSON scalars: a non-empty str, an int or a bool (numpy scalars are converted,
     integral floats become ints)."""
+    if isinstance(y, np.generic):  # np.bool_, np.int64, np.str_, ...
+        y = y.item()
     if isinstance(y, str):
         if not y:
             raise LabelError("label '': the empty string is not a label (use a name)")
         return str(y)
-    if isinstance(y, bool | np.bool_):
-        return bool(y)
+    if isinstance(y, bool):
+        return y
     if isinstance(y, int | np.integer):
         return int(y)
     if isinstance(y, float | np.floating) and float(y).is_integer():
@@ -198,7 +200,9 @@ class Schema:
 
     def _value(self, name: str, v: Any, grow: bool) -> tuple[int, Any]:
         """Return (kind, value) with kind 0 numeric, 1 categorical, -1 missing/ignored."""
-        if v is None:
+        if isinstance(v, np.generic):  # np.bool_, np.int64, np.float32, np.str_, ...
+            v = v.item()
+        if v is None or (type(v) is float and math.isnan(v)):  # missing, whatever the kind
             return -1, None
         kind = self.num_index.get(name)
         if kind is not None:  # known numeric

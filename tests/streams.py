@@ -4,38 +4,9 @@ from __future__ import annotations
 
 import random
 
+from learners.checks import mixed_stream
 
-def mixed_stream(n: int, seed: int = 0, *, new_class_at: int | None = None, missing: float = 0.1):
-    """Numeric + categorical features with missing values, categories that appear late, and
-    (optionally) a class that first appears at ``new_class_at``.
-
-    The label is a noisy function of ``x1``, ``colour`` and ``size``.
-    """
-    rng = random.Random(seed)
-    colours = ["red", "green", "blue"]
-    for i in range(n):
-        if i == n // 2:
-            colours.append("violet")  # a category first seen mid-stream
-        x = {
-            "x1": rng.gauss(0.0, 1.0),
-            "x2": rng.uniform(0, 10),
-            "colour": rng.choice(colours),
-            "size": rng.choice(["S", "M", "L"]),
-        }
-        if i > n // 3:
-            x["late"] = rng.random()  # a feature first seen mid-stream
-        for k in list(x):
-            if rng.random() < missing:
-                if rng.random() < 0.5:
-                    del x[k]
-                else:
-                    x[k] = None
-        score = (x.get("x1") or 0.0) + (1.0 if x.get("colour") == "red" else 0.0)
-        score += 0.5 if x.get("size") == "L" else 0.0
-        y = "pos" if score + rng.gauss(0, 0.3) > 0.5 else "neg"
-        if new_class_at is not None and i >= new_class_at and (x.get("x2") or 0) > 8:
-            y = "rare"
-        yield x, y
+__all__ = ["Proxy", "categorical_stream", "mixed_stream"]
 
 
 def categorical_stream(n: int, seed: int = 0, n_features: int = 6, n_values: int = 4):
