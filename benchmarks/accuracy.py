@@ -159,13 +159,13 @@ def run_stream(name: str, make: Callable[[int, int], Stream], args: argparse.Nam
             "river": peers.loop_one,
         }
         data: dict[str, Any] = {"chorus": stream, "river": stream}
-        if "moa" not in args.skip:
+        if "moa" not in args.skip and "moa" not in args.reused:
             schema, rows = peers.moa_instances(stream, cats)
             factories["moa"] = peers.moa_factories(schema, args.n_models, seed, DELTA)
             loops["moa"] = peers.loop_moa
             data["moa"] = rows
         for lib in LIBS:
-            if lib in args.skip:
+            if lib in args.skip or lib in args.reused:
                 continue
             for model in args.models:
                 if lib == "river" and cats and model in ("nb", "bag_nb"):
@@ -174,7 +174,10 @@ def run_stream(name: str, make: Callable[[int, int], Stream], args: argparse.Nam
                 out[lib][model].append(res.accuracy)
         if args.verbose:
             print(f"  {name} seed {seed} done", file=sys.stderr, flush=True)  # noqa: T201
-    return {"stream": name, "n": len(stream), "categorical": len(cats), "acc": out}
+    for lib, by_stream in args.reused.items():
+        out[lib] = {m: by_stream[name][m] for m in args.models}
+    return {"stream": name, "n": args.n, "rows": len(stream), "seeds": args.seeds,
+            "categorical": len(cats), "acc": out}  # fmt: skip
 
 
 def _run_named(name: str, args: argparse.Namespace) -> dict:
@@ -246,7 +249,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--n-models", type=int, default=10, help="ensemble size M (10)")
     p.add_argument("--models", default=",".join(MODELS), help=f"comma list of {','.join(MODELS)}")
     p.add_argument("--streams", default="", help="comma list of stream names (default: all)")
-    p.add_argument("--skip", default="", help="comma list of libraries to skip: moa,river")
+    p.add_argument("--skip", default="", help="comma list of libraries to skip: chorus,moa,river")
+    p.add_argument("--reuse-peers", default="",
+                   help="take MOA's and river's accuracies from this earlier --out .json (same "
+                   "streams, seeds and --n) instead of running them again: peers do not change "
+                   "when Chorus does")  # fmt: skip
     p.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "datasets" / "raw"),
                    help="UCI files (../shared/datasets/raw); missing: UCI streams are skipped")  # fmt: skip
     p.add_argument("--jobs", type=int, default=1, help="streams run in parallel processes (1)")
@@ -264,8 +271,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if bad := set(args.models) - set(MODELS):
         p.error(f"unknown model(s) {sorted(bad)}; choose from {', '.join(MODELS)}")
     args.skip = {s.strip() for s in args.skip.split(",") if s.strip()}
-    if bad := args.skip - {"moa", "river"}:
-        p.error(f"unknown library(ies) {sorted(bad)}; choose from moa, river")
+    if bad := args.skip - set(LIBS):
+        p.error(f"unknown library(ies) {sorted(bad)}; choose from {', '.join(LIBS)}")
+    args.reused = {}
+    if args.reuse_peers:
+        old = json.loads(Path(args.reuse_peers).read_text())
+        args.reused = {"moa": {}, "river": {}}
+        for res in old:
+            if res["n"] != args.n or res.get("seeds", args.seeds) != args.seeds:
+                p.error(f"{args.reuse_peers}: {res['stream']} was run with other --n/--seeds")
+            for lib in args.reused:
+                args.reused[lib][res["stream"]] = res["acc"][lib]
     return args
 
 
