@@ -244,7 +244,7 @@ def report(results: list[dict], models: Sequence[str]) -> tuple[str, list[tuple[
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--n", type=int, default=2000, help="rows per stream (2000)")
+    p.add_argument("--n", type=int, default=1000, help="rows per stream (1000)")
     p.add_argument("--seeds", default="1,2,3,4,5", help="comma list of seeds (1,2,3,4,5)")
     p.add_argument("--n-models", type=int, default=10, help="ensemble size M (10)")
     p.add_argument("--models", default=",".join(MODELS), help=f"comma list of {','.join(MODELS)}")
