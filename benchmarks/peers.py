@@ -58,6 +58,7 @@ if str(ROOT) not in sys.path:  # the repo's packages, without an install
 
 MODELS = ("ht", "bag_ht", "boost_ht", "bag_nb")
 NAMES = {
+    "nb": "NaiveBayes",  # not in MODELS: used by benchmarks/accuracy.py
     "ht": "Hoeffding tree",
     "bag_ht": "OzaBag(HT)",
     "boost_ht": "OzaBoost(HT)",
@@ -181,6 +182,7 @@ def river_factories(n_models: int, seed: int, delta: float) -> dict[str, Callabl
         )
 
     return {
+        "nb": naive_bayes.GaussianNB,
         "ht": ht,
         "bag_ht": lambda: ensemble.BaggingClassifier(ht(), n_models=n_models, seed=seed),
         "boost_ht": lambda: ensemble.AdaBoostClassifier(ht(), n_models=n_models, seed=seed),
@@ -212,6 +214,7 @@ def moa_specs(n_models: int, delta: float) -> dict[str, tuple[str, str]]:
     """(MOA class, CLI options) per model; shown in the results so the setup is auditable."""
     ht = moa_cli(delta)
     return {
+        "nb": ("moa.classifiers.bayes.NaiveBayes", ""),
         "ht": ("moa.classifiers.trees.HoeffdingTree", ht.split(" ", 1)[1]),
         "bag_ht": ("moa.classifiers.meta.OzaBag", f"-l ({ht}) -s {n_models}"),
         "boost_ht": ("moa.classifiers.meta.OzaBoost", f"-l ({ht}) -s {n_models}"),
@@ -236,24 +239,42 @@ def moa_factories(
     return {key: factory(*spec) for key, spec in moa_specs(n_models, delta).items()}
 
 
-def moa_instances(stream: Stream) -> tuple[Any, list[tuple[Any, int]]]:
-    """The same rows as capymoa labelled instances, Java objects built up front."""
+def moa_instances(
+    stream: Stream, categorical: Sequence[str] = ()
+) -> tuple[Any, list[tuple[Any, int]]]:
+    """The same rows as capymoa labelled instances, Java objects built up front.
+
+    Features named in ``categorical`` become MOA nominal attributes (values as strings, in
+    order of first appearance); the others are numeric. A missing key is a missing value (NaN).
+    """
     import numpy as np
     from capymoa.core import LabeledInstance
     from capymoa.stream import Schema
 
-    features = list(stream[0][0])
+    features = list(dict.fromkeys(f for x, _ in stream for f in x))
     labels = sorted({y for _, y in stream}, key=str)
     index = {y: i for i, y in enumerate(labels)}
+    values: dict[str, dict[str, int]] = {f: {} for f in categorical}
+    for x, _ in stream:
+        for f, vals in values.items():
+            if f in x:
+                vals.setdefault(str(x[f]), len(vals))
     schema = Schema.from_custom(
         features=[*features, "class"],
         target="class",
-        categories={"class": [str(y) for y in labels]},
-        name="agrawal",
+        categories={"class": [str(y) for y in labels]}
+        | {f: list(vals) or ["?"] for f, vals in values.items()},
+        name="stream",
     )
+
+    def value(x: dict[str, Any], f: str) -> float:
+        if f not in x:
+            return float("nan")
+        return float(values[f][str(x[f])]) if f in values else float(x[f])
+
     rows = []
     for x, y in stream:
-        vec = np.array([float(x.get(f, float("nan"))) for f in features], dtype=np.float64)
+        vec = np.array([value(x, f) for f in features], dtype=np.float64)
         inst = LabeledInstance.from_array(schema, vec, index[y])
         inst.java_instance  # noqa: B018 - materialise the Java instance outside the timed loop
         rows.append((inst, index[y]))
@@ -315,6 +336,7 @@ def chorus_factories(n_models: int, seed: int, delta: float) -> dict[str, Callab
         return OnlineBoosting(learner, n_models=n_models, seed=seed)
 
     return {
+        "nb": lambda: NaiveBayes(),
         "ht": lambda: HoeffdingTree(),
         "bag_ht": lambda: bagging(HoeffdingTree()),
         "boost_ht": lambda: boosting(HoeffdingTree()),

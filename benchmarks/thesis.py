@@ -166,6 +166,8 @@ def make_model(algo: str, learner_key: str, n_models: int, seed: int) -> Any:
         "boosting": ens.AdaBoost,
         "online_boosting": ens.OnlineBoosting,
     }[algo]
+    if algo.startswith("online_"):  # the thesis' vote, not Chorus' default (MOA's average)
+        return cls(base, n_models=n_models, seed=seed, vote="majority")
     return cls(base, n_models=n_models, seed=seed)
 
 

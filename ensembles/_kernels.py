@@ -42,6 +42,16 @@ def _purge_stale_cache() -> None:
 _purge_stale_cache()
 
 VOTE_MAJORITY, VOTE_AVERAGE = 0, 1
+VOTES = {"majority": VOTE_MAJORITY, "average": VOTE_AVERAGE}
+
+
+def vote_code(vote: str) -> int:
+    """The kernel code of a ``vote`` rule name; ``ValueError`` names the valid ones."""
+    if vote not in VOTES:
+        raise ValueError(f"vote must be one of {sorted(VOTES)}, got {vote!r}")
+    return VOTES[vote]
+
+
 EPS_MIN = 1e-10  # a member never wrong so far votes as if its error were 1e-10
 
 
@@ -95,7 +105,8 @@ def vote_weights(lam_sc, lam_sw, out):
 
 @nb.njit(cache=True)
 def boosting_predict(B, ipar, fstate, xr, cr, n, code_attr, p, hint, out_row):
-    """argmax_y sum_m log((1 - e_m) / e_m) [h_m(x) = y]; member 1 alone if nobody votes."""
+    """argmax_y sum_m log((1 - e_m) / e_m) [h_m(x) = y] (``ipar[1] == VOTE_AVERAGE``: each
+    member's class probabilities, weighted alike); member 1 alone if nobody votes."""
     M = B.kind.shape[0]
     wts = np.empty(M)
     vote_weights(fstate[0], fstate[1], wts)
@@ -103,7 +114,11 @@ def boosting_predict(B, ipar, fstate, xr, cr, n, code_attr, p, hint, out_row):
     total = 0.0
     for m in range(M):
         if wts[m] > 0.0 and tree_proba(B, B, m, xr, cr, n, code_attr, p, hint):
-            out_row[argmax(p, n)] += wts[m]
+            if ipar[1] == VOTE_MAJORITY:
+                out_row[argmax(p, n)] += wts[m]
+            else:
+                for c in range(n):
+                    out_row[c] += wts[m] * p[c]
             total += wts[m]
     if total > 0.0:
         for c in range(n):
@@ -181,7 +196,7 @@ def bagging_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_lea
 @nb.njit(cache=True)
 def boosting_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
                  code_attr, need):  # fmt: skip
-    """Online boosting over rows; ``ipar = [seed]``, ``fstate = [lambda_sc, lambda_sw]`` (one
+    """Online boosting over rows; ``ipar = [seed, vote]``, ``fstate = [lambda_sc, lambda_sw]`` (one
     column per member). Signature of ``_tree.single_run``."""
     return ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
                         n_cls, code_attr, need, BOOSTING)  # fmt: skip

@@ -45,7 +45,7 @@ def build_model(spec: dict) -> OnlineEnsemble:
     >>> model = build_model({"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 3,
     ...                      "seed": 1, "params": {"grace_period": 50}})
     >>> model
-    OnlineBagging(HoeffdingTree(grace_period=50, ...), n_models=3, seed=1, vote='majority')
+    OnlineBagging(HoeffdingTree(grace_period=50, ...), n_models=3, seed=1, vote='average')
     """
     if not isinstance(spec, dict):
         raise ValueError("spec must be an object")

@@ -297,9 +297,10 @@ def update_leaf(T, m, node, xn, xc, y, w, code_attr):
 
 @nb.njit(cache=True)
 def gaussian_cache(num, m, s, j, C):
-    """Naive-Bayes variance of every class for feature j at slot s: the unbiased weighted
-    variance plus 1e-9 x the pooled variance (so a class with one value stays finite), and its
-    log. A feature with zero pooled variance is uninformative and contributes nothing."""
+    """Naive-Bayes variance of every class for feature j at slot s (the unbiased weighted
+    variance) and its log. A class with zero variance (one value so far) gets VAR = -1: its
+    density is 1 at that value and 0 elsewhere, MOA's GaussianEstimator rule. A feature with zero
+    pooled variance is uninformative and contributes nothing."""
     pw = 0.0
     pmean = 0.0
     pm2 = 0.0
@@ -318,13 +319,15 @@ def gaussian_cache(num, m, s, j, C):
             num[m, s, j, k, VAR] = np.inf
             num[m, s, j, k, LOGVAR] = -2.0 * LOG2PI_HALF
         return
-    eps = 1e-9 * pm2 / pw
     for k in range(C):
         wk = num[m, s, j, k, W]
         if wk > 0.0:
-            var = (num[m, s, j, k, M2] / (wk - 1.0) if wk > 1.0 else 0.0) + eps
-            num[m, s, j, k, VAR] = var
-            num[m, s, j, k, LOGVAR] = math.log(var)
+            var = num[m, s, j, k, M2] / (wk - 1.0) if wk > 1.0 else 0.0
+            if var > 0.0:
+                num[m, s, j, k, VAR] = var
+                num[m, s, j, k, LOGVAR] = math.log(var)
+            else:
+                num[m, s, j, k, VAR] = -1.0  # degenerate: a point mass at MEAN
 
 
 @nb.njit(cache=True)
@@ -538,7 +541,8 @@ def normalize_node(T, m, node, n, out):
 def nb_proba(T, m, node, xn, xc, n_classes, out):
     """Naive Bayes at a leaf: class priors from the leaf's weights, Laplace-smoothed category
     likelihoods ((n + 1) / (n_class + V) with V the values seen at the leaf), Gaussian numeric
-    likelihoods (unbiased weighted variance, plus 1e-9 x the pooled variance)."""
+    likelihoods (unbiased weighted variance; a class with zero variance has density 1 at its
+    value and 0 elsewhere, as MOA's GaussianEstimator)."""
     # Scalar indexing throughout: numba array views cost ~5x here.
     s = T.slot[m, node]
     dist = T.dist
@@ -584,6 +588,10 @@ def nb_proba(T, m, node, xn, xc, n_classes, out):
             if num[m, s, j, k, VAR] == 0.0:
                 gaussian_cache(num, m, s, j, num.shape[3])
             z = v - num[m, s, j, k, MEAN]
+            if num[m, s, j, k, VAR] < 0.0:  # point mass: density 1 at the value, 0 elsewhere
+                if z != 0.0:
+                    logp[k] = -np.inf
+                continue
             logp[k] += (
                 -0.5 * z * z / num[m, s, j, k, VAR] - 0.5 * num[m, s, j, k, LOGVAR] - LOG2PI_HALF
             )

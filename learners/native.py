@@ -282,9 +282,12 @@ class NaiveBayes(NativeLearner):
     Class priors are the weighted class frequencies; a categorical feature contributes the
     Laplace-smoothed frequency ``(n(a=v, c) + 1) / (n(a observed, c) + V_a)`` where ``V_a`` is the
     number of values of ``a`` seen in training; a numeric feature a Gaussian density with the
-    class's weighted mean and unbiased weighted variance (plus 1e-9 of the pooled variance, so a
-    class seen at one value stays finite); a numeric feature with a single value over all classes
-    is uninformative and skipped. Missing and unseen values are skipped. After any stream the
+    class's weighted mean and unbiased weighted variance; a class whose variance is zero (one
+    value so far) has density 1 at that value and 0 elsewhere, as MOA's ``GaussianEstimator``
+    (a tiny variance instead would make a constant feature, e.g. a pixel always 0 for one class,
+    outvote every other feature). A numeric feature with a single value over all classes is
+    uninformative and skipped; if every class has density 0 the prediction is the class
+    distribution. Missing and unseen values are skipped. After any stream the
     model equals batch naive Bayes fitted on the same weighted examples.
 
     Examples

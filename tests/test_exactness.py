@@ -45,24 +45,27 @@ def batch_naive_bayes(data, x):
             obs = num_all[k]
             if not obs:
                 continue
-            tw = sum(w for _, w in obs)
-            mu = sum(w * t for t, w in obs) / tw
             if len({t for t, _ in obs}) == 1:
                 continue  # a single value over all classes: uninformative, skipped
-            eps = 1e-9 * sum(w * (t - mu) ** 2 for t, w in obs) / tw
             for c in logp:
                 rows = num[k, c]
                 if not rows:
                     continue
                 wc = sum(w for _, w in rows)
                 m = sum(w * t for t, w in rows) / wc
-                var = (sum(w * (t - m) ** 2 for t, w in rows) / (wc - 1.0) if wc > 1 else 0.0) + eps
+                var = sum(w * (t - m) ** 2 for t, w in rows) / (wc - 1.0) if wc > 1 else 0.0
+                if wc <= 1 or len({t for t, _ in rows}) == 1:  # zero variance: point mass at m
+                    logp[c] += 0.0 if float(v) == m else -math.inf
+                    continue
                 logp[c] += (
                     -0.5 * (float(v) - m) ** 2 / var
                     - 0.5 * math.log(var)
                     - 0.5 * math.log(2 * math.pi)
                 )
     mx = max(logp.values())
+    if mx == -math.inf:  # every class has density 0: the class distribution
+        tot = sum(W.values())
+        return {c: wc / tot for c, wc in W.items() if wc > 0}
     e = {c: math.exp(lp - mx) for c, lp in logp.items()}
     z = sum(e.values())
     return {c: v / z for c, v in e.items()}
@@ -154,3 +157,26 @@ def test_naive_bayes_zero_variance_never_gives_nan():
     nb.learn_one({"x": 1.0}, "a")
     nb.learn_one({"x": 1.0}, "b", w=2.0)  # all mass at 1.0: no pooled variance either
     assert nb.predict_proba_one({"x": 7.0}) == pytest.approx({"a": 1 / 3, "b": 2 / 3})
+
+
+def test_naive_bayes_zero_variance_class_is_a_point_mass_not_a_spike():
+    """A feature constant within one class (a pixel always 0 for it) must not outvote the rest.
+
+    Class ``a`` always has ``pix == 0``; class ``b`` has ``pix == 0`` half the time. With a tiny
+    variance floor (the old rule) ``a``'s density at 0 is ~1e5 and every ``b`` with ``pix == 0``
+    is called ``a`` whatever ``g`` says; as a point mass (density 1, MOA's rule) ``g`` decides.
+    """
+    rng = random.Random(3)
+    nb = NaiveBayes()
+    correct = n = 0
+    for i in range(2000):
+        y = rng.choice("ab")
+        pix = 0.0 if y == "a" or rng.random() < 0.5 else rng.uniform(0.0, 1.0)
+        x = {"pix": pix, "g": rng.gauss(0.0 if y == "a" else 3.0, 1.0)}
+        if i >= 100:
+            correct += nb.predict_one(x) == y
+            n += 1
+        nb.learn_one(x, y)
+    assert correct / n > 0.88  # Bayes rate on g alone ~0.93; the spike rule gives ~0.7
+    assert nb.predict_one({"pix": 0.0, "g": 3.0}) == "b"
+    assert nb.predict_one({"pix": 0.0, "g": 0.0}) == "a"
