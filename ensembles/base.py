@@ -15,7 +15,7 @@ import numpy as np
 from learners import NativeLearner, argmax_label
 from learners._bank import TreeBank
 from learners.base import Features, Label, check_weights
-from learners.native import STATE_FORMAT, STATE_VERSION
+from learners.native import READABLE_VERSIONS, STATE_FORMAT, STATE_VERSION
 from learners.schema import Schema, normalize_label
 
 from ._rng import uniform_block
@@ -299,7 +299,7 @@ class OnlineEnsemble:
         from .spec import build_model, learner_from_state
 
         h = state["header"]
-        if h.get("format") != STATE_FORMAT or h.get("version") != STATE_VERSION:
+        if h.get("format") != STATE_FORMAT or h.get("version") not in READABLE_VERSIONS:
             raise ValueError(f"not a chorus state v{STATE_VERSION}: {h.get('format')!r} "
                              f"v{h.get('version')!r}")  # fmt: skip
         if h.get("type") != cls.__name__:

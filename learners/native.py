@@ -15,7 +15,8 @@ from .encoded import EncodedRows
 from .schema import Schema
 
 STATE_FORMAT = "chorus-state"
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: sparse leaf statistics
+READABLE_VERSIONS = (1, 2)  # version 1 (dense leaf blocks) is converted on load
 
 _CRITERIA = {"info_gain": _tree.CRIT_INFO_GAIN, "gini": _tree.CRIT_GINI}
 _LEAF_PRED = {"mc": _tree.PRED_MC, "nb": _tree.PRED_NB, "nba": _tree.PRED_NBA}
