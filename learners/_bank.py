@@ -224,7 +224,7 @@ class TreeBank:
             features=grown(cap.features, int(T.n_f.max()) + A),
             values=grown(cap.values, int(T.n_v.max()) + A),
             observers=grown(cap.observers, int(T.n_o.max()) + J),
-            keys=max(cap.keys, _index_size(int(T.n_keys.max()) + 2 * A + J)),
+            keys=max(cap.keys, _index_size(int(T.n_keys.max()) + 2 * A + J + need)),
         )
         if new.slots > MAX_SLOTS:
             raise MemoryError(f"a tree would need more than {MAX_SLOTS} leaves")
@@ -392,7 +392,7 @@ class TreeBank:
             keys=64,
             classes=max(parts["dist"].shape[2], 2),
         )
-        n_keys = size.features + size.values + size.observers
+        n_keys = size.features + size.values + size.observers + size.nodes  # + children
         new = _alloc(self.M, cap._replace(keys=_index_size(n_keys), **self._direct_widths()))
         for name in STATE_FIELDS:
             src, dst = parts[name], getattr(new, name)
@@ -431,7 +431,7 @@ class TreeBank:
         cap = Capacity(
             nodes=max(kind.shape[1], 1), slots=max(L, 1), features=int(most[0]) + 1,
             values=int(most[1]) + 1, observers=int(most[2]) + 1,
-            keys=_index_size(int(rows.sum(axis=1).max())), classes=max(C, 2),
+            keys=_index_size(int(rows.sum(axis=1).max()) + kind.shape[1]), classes=max(C, 2),
             **self._direct_widths(),
         )  # fmt: skip
         T = _alloc(self.M, cap)

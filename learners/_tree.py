@@ -61,7 +61,8 @@ PRED_MC, PRED_NB, PRED_NBA, PRED_STUMP = 0, 1, 2, 3
 CRIT_INFO_GAIN, CRIT_GINI = 0, 1
 W, MEAN, M2, MIN, MAX, VAR, LOGVAR = 0, 1, 2, 3, 4, 5, 6
 NUM_STATS = 7
-KEY_VALUE, KEY_FEATURE, KEY_OBSERVER = 0, 1, 2  # kinds of hash keys
+KEY_VALUE, KEY_FEATURE, KEY_OBSERVER, KEY_CHILD = 0, 1, 2, 3  # kinds of index keys
+OTHER_BRANCH = -3  # branch of a categorical split shared by the values it has no branch for
 ID_BITS = 36  # a key is (slot << 38) | (id << 2) | kind: ids < 2**36, slots < 2**25
 MAX_ID = 1 << ID_BITS
 MAX_SLOTS = 1 << 25
@@ -308,6 +309,11 @@ def build_index(T):
     T.o_of[:] = -1
     for m in range(T.kind.shape[0]):
         for n in range(T.n_nodes[m]):
+            if T.kind[m, n] == CATEGORICAL_SPLIT:
+                c = T.child[m, n]
+                while c >= 0:
+                    index_add(T, m, child_key(n, T.branch[m, c]), c)
+                    c = T.sibling[m, c]
             s = T.slot[m, n]
             if s < 0:
                 continue
@@ -525,7 +531,7 @@ def has_room(T, P, need):
     F = T.catw.shape[1] - A
     E = T.cat.shape[1] - A
     O = T.num.shape[1] - J  # noqa: E741
-    H = T.hkey.shape[1] // 2 - 2 * A - J
+    H = T.hkey.shape[1] // 2 - 2 * A - J - need
     for m in range(n_nodes.shape[0]):
         if n_nodes[m] > N or n_slots[m] - n_free[m] > L:
             return False
@@ -550,7 +556,29 @@ def heaviest_child(T, m, node, n_classes):
 
 
 @nb.njit(cache=True)
+def child_key(node, branch):
+    """Index key of the child of categorical split ``node`` for category ``branch``."""
+    return stat_key(node, branch if branch >= 0 else MAX_ID - 1, KEY_CHILD)
+
+
+@nb.njit(cache=True)
+def add_child(T, m, node, prev, branch):
+    """A new leaf under ``node`` for ``branch``, linked after child ``prev`` (-1: first)."""
+    c = new_leaf(T, m, T.depth[m, node] + 1, branch)
+    if prev < 0:
+        T.sibling[m, c] = T.child[m, node]
+        T.child[m, node] = c
+    else:
+        T.sibling[m, prev] = c
+    if T.kind[m, node] == CATEGORICAL_SPLIT:
+        index_add(T, m, child_key(node, branch), c)
+    return c
+
+
+@nb.njit(cache=True)
 def find_child(T, m, node, branch):
+    if T.kind[m, node] == CATEGORICAL_SPLIT:  # many children: the index
+        return index_find(T, m, child_key(node, branch))
     c = T.child[m, node]
     while c >= 0:
         if T.branch[m, c] == branch:
@@ -560,11 +588,13 @@ def find_child(T, m, node, branch):
 
 
 @nb.njit(cache=True)
-def sort_to_leaf(T, m, xn, xc, n_classes, grow):
+def sort_to_leaf(T, P, m, xn, xc, n_classes, grow):
     """Route an example from the root. Returns (node, last_nonempty_node).
 
     Missing value at a split -> the heaviest child. Unseen category -> with ``grow`` a new leaf
     branch is created (MOA's multiway behaviour); without it the walk stops at the split node.
+    A tree with ``max_nodes`` nodes grows no more branches: values without one share a single
+    ``OTHER_BRANCH`` leaf per split (created even then: at most one per split node).
     """
     node = 0
     last_nonempty = 0
@@ -588,14 +618,16 @@ def sort_to_leaf(T, m, xn, xc, n_classes, grow):
             code = xc[a] if a < xc.shape[0] else -1
             if code == -1:
                 nxt = heaviest_child(T, m, node, n_classes)
-            elif code < 0:
-                nxt = -1
             else:
-                nxt = find_child(T, m, node, code)
-                if nxt < 0 and grow:
-                    nxt = new_leaf(T, m, T.depth[m, node] + 1, code)
-                    T.sibling[m, nxt] = T.child[m, node]
-                    T.child[m, node] = nxt
+                nxt = find_child(T, m, node, code) if code >= 0 else -1
+                if nxt < 0 and grow and code >= 0 and T.n_nodes[m] < P.max_nodes:
+                    nxt = add_child(T, m, node, -1, code)
+                elif nxt < 0:
+                    # no branch for the value (unseen, or the tree is full): the branch the
+                    # values share once the tree has max_nodes nodes, if there is one
+                    nxt = find_child(T, m, node, OTHER_BRANCH)
+                    if nxt < 0 and grow and code >= 0:
+                        nxt = add_child(T, m, node, -1, OTHER_BRANCH)
         if nxt < 0:
             return node, last_nonempty
         node = nxt
@@ -1045,7 +1077,7 @@ def tree_proba(T, P, m, xn, xc, n_classes, code_attr, out, hint):
 
     ``hint`` ([M, 2]) receives (leaf, naive-Bayes argmax) when naive Bayes was computed; callers
     reset ``hint[:, 0] = -1`` before each new example."""
-    node, last = sort_to_leaf(T, m, xn, xc, n_classes, False)
+    node, last = sort_to_leaf(T, P, m, xn, xc, n_classes, False)
     if T.kind[m, node] == LEAF:
         tot = 0.0
         for k in range(n_classes):
@@ -1122,16 +1154,13 @@ def attempt_split(T, P, m, node, n_classes, code_attr):
         n_children = T.nvals[m, f]  # value rows of the leaf (each has weight > 0)
         if T.n_nodes[m] + n_children > P.max_nodes:
             return
+        T.kind[m, node] = CATEGORICAL_SPLIT  # before add_child, which indexes the children
         prev = -1
         e = T.v_head[m, f]  # sorted by code (categorical_merit merged the pending ones)
         while e >= 0:
-            c = new_leaf(T, m, depth + 1, T.v_code[m, e])
+            c = add_child(T, m, node, prev, T.v_code[m, e])
             for k in range(n_classes):
                 T.dist[m, c, k] = T.cat[m, e, k]
-            if prev < 0:
-                T.child[m, node] = c
-            else:
-                T.sibling[m, prev] = c
             prev = c
             e = T.v_next[m, e]
     T.kind[m, node] = bkind
@@ -1149,7 +1178,7 @@ def tree_learn(T, P, m, xn, xc, y, w, n_classes, code_attr, scratch, hint):
 
     ``hint[m]`` may hold (leaf, naive-Bayes argmax) computed by ``tree_proba`` on this same
     example and unchanged state; it is used instead of recomputing, then invalidated."""
-    node, _ = sort_to_leaf(T, m, xn, xc, n_classes, True)
+    node, _ = sort_to_leaf(T, P, m, xn, xc, n_classes, True)
     s = T.slot[m, node]
     if P.leaf_prediction == PRED_NBA:
         if argmax_node(T, m, node, n_classes) == y:
