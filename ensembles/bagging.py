@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from learners import Limits
 from learners.base import Features, Label
 
 from . import _kernels
@@ -59,11 +60,12 @@ class OnlineBagging(OnlineEnsemble):
 
     kind = "bagging"
 
-    def __init__(self, learner: Any, *, n_models: int = 10, seed: int = 0, vote: str = "majority"):
+    def __init__(self, learner: Any, *, n_models: int = 10, seed: int = 0, vote: str = "majority",
+                 limits: Limits | dict | None = None):  # fmt: skip
         if vote not in _VOTES:
             raise ValueError(f"vote must be one of {sorted(_VOTES)}, got {vote!r}")
         self.vote = vote
-        super().__init__(learner, n_models=n_models, seed=seed)
+        super().__init__(learner, n_models=n_models, seed=seed, limits=limits)
 
     def _extra_params(self) -> dict:
         return {"vote": self.vote}

@@ -28,6 +28,7 @@ from ._tree import (
     make_bank,
 )
 from .base import check_weights
+from .limits import LimitError, Limits
 from .schema import FeatureTypeError, Schema
 
 # the arrays of a version-1 state, in its order (dense leaf blocks "cat", "catw", "nvals", "num")
@@ -147,10 +148,12 @@ def _index_size(n_keys: int) -> int:
 class TreeBank:
     """M trees sharing a schema, parameters and compiled kernels."""
 
-    def __init__(self, params: TreeParams, n_members: int, schema: Schema | None = None):
-        self.params = params
+    def __init__(self, params: TreeParams, n_members: int, schema: Schema | None = None,
+                 limits: Limits | None = None):  # fmt: skip
+        self.limits = limits or Limits()
+        self.params = params._replace(max_nodes=min(params.max_nodes, self.limits.max_nodes))
         self.M = n_members
-        self.schema = schema or Schema()
+        self.schema = schema or Schema(self.limits)
         self.n_seen = 0  # examples learned with w > 0: the sequence counter of the Poisson draws
         self._set(
             _alloc(
@@ -168,6 +171,7 @@ class TreeBank:
 
     def _set(self, T: TreeState) -> None:
         self.T = T
+        self._alloc_bytes = sum(a.nbytes for a in T)
         self.B = make_bank(T, self.params)
         self._out1 = np.zeros((1, T.dist.shape[2]))
 
@@ -236,6 +240,7 @@ class TreeBank:
 
     def adopt_schema(self, schema: Schema) -> None:
         """Replace the (empty) schema of an untrained bank, e.g. by one built for pre-encoded rows."""
+        schema.limits = self.limits
         self.schema = schema
         self._last = None
         self.fit_schema()
@@ -246,6 +251,8 @@ class TreeBank:
         (made before each row is learned) when ``do_predict``."""
         schema = self.schema
         R = len(X)
+        if do_learn:
+            self.check_bytes()
         if ws is None:
             w = np.ones(R)
         else:  # checked before encoding: a rejected call leaves no trace in the schema
@@ -315,6 +322,7 @@ class TreeBank:
         if do_learn:
             if not (0.0 <= w < math.inf):
                 raise ValueError(f"w must be finite and >= 0, got {w!r}")
+            self.check_bytes()
             mark = s.mark()
             try:
                 xn, xc = self._encode_one(x, True)
@@ -452,4 +460,24 @@ class TreeBank:
 
     @property
     def nbytes(self) -> int:
-        return int(sum(a.nbytes for a in self.state_arrays().values()))
+        """Bytes of the saved arrays (``state_arrays``), computed without copying them."""
+        T = self.T
+        size = _used(T)._replace(classes=min(max(self.schema.n_classes, 1), T.dist.shape[2]))
+        total = 0
+        for name in STATE_FIELDS:
+            a = getattr(T, name)
+            total += a.itemsize * math.prod(len(range(*sl.indices(n)))
+                                            for sl, n in zip(_cut(name, a, size), a.shape, strict=True))  # fmt: skip
+        return total
+
+    def check_bytes(self) -> None:
+        """``LimitError`` if the model is over its ``max_state_bytes`` (arrays in use + schema
+        text): checked before learning. Cheap while the allocated arrays are within it."""
+        limit = self.limits.max_state_bytes
+        text = self.schema.text_bytes
+        if self._alloc_bytes + text <= limit:
+            return
+        used = self.nbytes + text
+        if used > limit:
+            raise LimitError("max_state_bytes", limit, "model",
+                             f"the model's state is {used:,} bytes: it learns no more")  # fmt: skip
