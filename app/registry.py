@@ -201,6 +201,9 @@ def _copy_exc(exc: Exception) -> Exception:
 
 
 def _field(exc: Exception) -> str:
+    field = getattr(exc, "field", None)  # learners.LimitError names what hit the limit
+    if isinstance(field, str):
+        return field
     feature = getattr(exc, "feature", None)
     if feature is None:
         return "label"
@@ -261,7 +264,7 @@ def _engine():
 
 def engine_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """The part of a declared spec that ``ensembles.build_model`` takes."""
-    keys = ("ensemble", "learner", "n_models", "seed", "params")
+    keys = ("ensemble", "learner", "n_models", "seed", "params", "limits")
     return {k: spec[k] for k in keys if spec.get(k) is not None}
 
 

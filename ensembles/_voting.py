@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from learners import Limits
+
 from . import _kernels
 from .base import OnlineEnsemble
 
@@ -15,10 +17,11 @@ class VotingEnsemble(OnlineEnsemble):
     class probabilities, MOA's and river's rule) or ``"majority"`` (their top classes, the
     thesis' rule). Subclasses' kernels read the rule as ``ipar[1]``."""
 
-    def __init__(self, learner: Any, *, n_models: int = 10, seed: int = 0, vote: str = "average"):
+    def __init__(self, learner: Any, *, n_models: int = 10, seed: int = 0, vote: str = "average",
+                 limits: Limits | dict | None = None):  # fmt: skip
         _kernels.vote_code(vote)  # ValueError naming the rules
         self.vote = vote
-        super().__init__(learner, n_models=n_models, seed=seed)
+        super().__init__(learner, n_models=n_models, seed=seed, limits=limits)
 
     def _extra_params(self) -> dict:
         return {"vote": self.vote}

@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from learners import HoeffdingTree, NativeLearner, argmax_label
+from learners import HoeffdingTree, Limits, NativeLearner, argmax_label
 from learners._bank import TreeBank
 from learners.base import Features, Label, ManyMixin, RiverEstimator, check_weights
-from learners.native import STATE_FORMAT, STATE_VERSION
+from learners.native import READABLE_VERSIONS, STATE_FORMAT, STATE_VERSION
 from learners.schema import Schema, normalize_label
 
 from ._rng import uniform_block
@@ -45,22 +45,30 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
 
     kind = ""  # "bagging" | "boosting" | "single"
 
-    def __init__(self, learner: Any, *, n_models: int = 10, seed: int = 0):
+    def __init__(self, learner: Any, *, n_models: int = 10, seed: int = 0,
+                 limits: Limits | dict | None = None):  # fmt: skip
         check_learner(learner)
         check_int("n_models", n_models, 1, 10_000)
         check_int("seed", seed, 0, _MAX_SEED)
         self.learner = learner
         self.n_models = int(n_models)
         self.seed = int(seed)
+        self.limits = limits
         self._n_seen = 0
         self._native = isinstance(learner, NativeLearner)
         if self._native:
-            self._bank = TreeBank(learner._tree_params(), self.n_models)
+            self._bank = TreeBank(learner._tree_params(), self.n_models, limits=self._limits())
         else:
             self._members = [learner.clone() for _ in range(self.n_models)]
             self._classes: list = []
-            self._schema = Schema()  # validates input the same way as the native path
+            self._schema = Schema(self._limits())  # validates input as the native path does
         self._init_extra()
+
+    def _limits(self) -> Limits:
+        """The model's limits: ``limits`` if given, else a native learner's, else defaults."""
+        if self.limits is None and isinstance(self.learner, NativeLearner):
+            return self.learner._limits()
+        return Limits.coerce(self.limits)
 
     def _init_extra(self) -> None:
         pass
@@ -191,6 +199,8 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
 
     def __repr__(self) -> str:
         extra = "".join(f", {k}={v!r}" for k, v in self._extra_params().items())
+        if self.limits is not None:
+            extra += f", limits={self.limits!r}"
         return (f"{type(self).__name__}({self.learner!r}, n_models={self.n_models}, "
                 f"seed={self.seed}{extra})")  # fmt: skip
 
@@ -246,8 +256,11 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
 
         name, params = learner_spec(self.learner)
         params.update(self._extra_params())
-        return {"ensemble": self.kind, "learner": name, "n_models": self.n_models,
-                "seed": self.seed, "params": params}  # fmt: skip
+        out = {"ensemble": self.kind, "learner": name, "n_models": self.n_models,
+               "seed": self.seed, "params": params}  # fmt: skip
+        if self.limits is not None:
+            out["limits"] = Limits.coerce(self.limits).to_dict()
+        return out
 
     def describe(self) -> dict:
         return {"spec": self.spec(), "n_seen": self.n_seen, "classes": self.classes,
@@ -302,7 +315,7 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         from .spec import build_model, learner_from_state
 
         h = state["header"]
-        if h.get("format") != STATE_FORMAT or h.get("version") != STATE_VERSION:
+        if h.get("format") != STATE_FORMAT or h.get("version") not in READABLE_VERSIONS:
             raise ValueError(f"not a chorus state v{STATE_VERSION}: {h.get('format')!r} "
                              f"v{h.get('version')!r}")  # fmt: skip
         if h.get("type") != cls.__name__:
@@ -311,12 +324,12 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         obj._set_n_seen(int(h["n_seen"]))
         arrays = state["arrays"]
         if obj._native:
-            obj._bank.schema = Schema.from_header(h["schema"])
+            obj._bank.schema = Schema.from_header(h["schema"], obj._bank.limits)
             obj._bank.load_arrays(arrays)
             obj._bank.fit_schema()
         else:
             obj._classes = list(h["classes"])
-            obj._schema = Schema.from_header(h["schema"])
+            obj._schema = Schema.from_header(h["schema"], obj._schema.limits)
             for m, mh in enumerate(h["members"]):
                 prefix = f"m{m}."
                 sub = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from learners import HoeffdingTree, _tree
+from learners import HoeffdingTree, Limits, _tree
 from learners.base import Features, Label
 
 from .base import OnlineEnsemble
@@ -28,10 +28,11 @@ class Single(OnlineEnsemble):
 
     kind = "single"
 
-    def __init__(self, learner, *, n_models: int = 1, seed: int = 0):
+    def __init__(self, learner, *, n_models: int = 1, seed: int = 0,
+                 limits: Limits | dict | None = None):  # fmt: skip
         if n_models != 1:
             raise ValueError(f"n_models must be 1 for a single model, got {n_models!r}")
-        super().__init__(learner, n_models=1, seed=seed)
+        super().__init__(learner, n_models=1, seed=seed, limits=limits)
 
     _kernel = staticmethod(_tree.single_run)
 

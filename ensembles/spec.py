@@ -23,7 +23,7 @@ ENSEMBLES: dict[str, type[OnlineEnsemble]] = {
     "boosting": OnlineBoosting,
     "single": Single,
 }
-SPEC_KEYS = {"ensemble", "learner", "n_models", "seed", "params"}
+SPEC_KEYS = {"ensemble", "learner", "n_models", "seed", "params", "limits"}
 
 
 def _extra_learners() -> dict[str, type]:
@@ -59,11 +59,12 @@ def build_model(spec: dict) -> OnlineEnsemble:
     params = dict(spec.get("params") or {})
     if not isinstance(params, dict):
         raise ValueError("params must be an object")
-    ens_kw = {k: params.pop(k) for k in list(params) if k in _keywords(ens_cls) - {"learner"}}
+    ens_kw = {k: params.pop(k) for k in list(params)
+              if k in _keywords(ens_cls) - {"learner", "limits"}}  # fmt: skip
     learner = _build_learner(spec.get("learner", "hoeffding_tree"), params)
     n_models = spec.get("n_models", 1 if ens_name == "single" else 10)
     seed = spec.get("seed", 0)
-    return ens_cls(learner, n_models=n_models, seed=seed, **ens_kw)
+    return ens_cls(learner, n_models=n_models, seed=seed, limits=spec.get("limits"), **ens_kw)
 
 
 def _build_learner(name: Any, params: dict) -> Any:

@@ -6,6 +6,7 @@
 from .base import Learner, argmax_label
 from .encoded import EncodedRows
 from .exact_tree import ExactTree
+from .limits import LimitError, Limits
 from .native import DecisionStump, HoeffdingTree, NaiveBayes, NativeLearner
 from .river_adapter import RiverLearner
 from .schema import FeatureTypeError, LabelError, Schema
@@ -17,6 +18,8 @@ __all__ = [
     "FeatureTypeError",
     "HoeffdingTree",
     "LabelError",
+    "LimitError",
+    "Limits",
     "Learner",
     "NaiveBayes",
     "NativeLearner",

@@ -7,68 +7,160 @@ their own compiled kernels over ``bank.T`` (ARCHITECTURE §3: no Python loop ove
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
-from ._tree import NUM_STATS, TreeParams, TreeState, make_bank
+from ._tree import (
+    DIRECT,
+    INDEX_FIELDS,
+    MAX,
+    MAX_SLOTS,
+    MIN,
+    NUM_STATS,
+    STATE_FIELDS,
+    TreeParams,
+    TreeState,
+    add_feature,
+    add_observer,
+    add_value,
+    build_index,
+    make_bank,
+)
 from .base import check_weights
+from .limits import LimitError, Limits
 from .schema import FeatureTypeError, Schema
 
-_INT_FIELDS = ("kind", "attr", "slot", "child", "sibling", "branch", "depth", "n_nodes", "nvals",
-               "free", "n_free", "n_slots")  # fmt: skip
+# the arrays of a version-1 state, in its order (dense leaf blocks "cat", "catw", "nvals", "num")
+_V1_FIELDS = ("kind", "attr", "thr", "slot", "child", "sibling", "branch", "depth", "dist",
+              "n_nodes", "cat", "catw", "nvals", "num", "last", "mc_ok", "nb_ok", "free", "n_free",
+              "n_slots")  # fmt: skip
+_V1_INT_FIELDS = ("kind", "attr", "slot", "child", "sibling", "branch", "depth", "n_nodes",
+                  "nvals", "free", "n_free", "n_slots")  # fmt: skip
+_FLOAT_FIELDS = ("thr", "dist", "last", "mc_ok", "nb_ok", "catw", "cat", "num")
+# the axis of every saved array that is a capacity, and the pool it counts ("C": classes)
+_AXES = {
+    **{name: "N" for name in ("kind", "attr", "thr", "slot", "child", "sibling", "branch",
+                              "depth", "dist")},
+    **{name: "L" for name in ("last", "mc_ok", "nb_ok", "f_head", "f_tail", "f_pend", "o_head",
+                              "o_tail", "o_pend", "free")},
+    **{name: "F" for name in ("catw", "nvals", "f_attr", "f_next", "v_head", "v_tail",
+                              "v_pend")},
+    **{name: "E" for name in ("cat", "v_code", "v_next")},
+    **{name: "O" for name in ("num", "o_attr", "o_next")},
+}  # fmt: skip
+_HAS_CLASSES = ("dist", "catw", "cat", "num")
+_POOL = {"N": "nodes", "L": "slots", "F": "features", "E": "values", "O": "observers"}
 
 
-def _alloc(M: int, N: int, L: int, K: int, A: int, J: int, C: int) -> TreeState:
+class Capacity(NamedTuple):
+    """Array capacities: nodes, leaf slots, categorical feature rows, value rows, numeric
+    observers, index keys (a power of 2), classes, and the categorical / numeric features found
+    through the per-slot direct index (``f_of`` / ``o_of``)."""
+
+    nodes: int
+    slots: int
+    features: int
+    values: int
+    observers: int
+    keys: int
+    classes: int
+    cat_direct: int = 1
+    num_direct: int = 1
+
+
+def _alloc(M: int, cap: Capacity) -> TreeState:
     i64 = np.int64
+    N, L, F, E, O, H, C, AD, JD = cap  # noqa: E741
+
+    def links(n: int) -> np.ndarray:
+        return np.full((M, n), -1, i64)
+
+    num = np.zeros((M, O, C, NUM_STATS))
+    num[..., MIN] = np.inf  # an empty Gaussian observer, also in columns of classes to come
+    num[..., MAX] = -np.inf
     return TreeState(
-        kind=np.zeros((M, N), i64),
-        attr=np.full((M, N), -1, i64),
-        thr=np.zeros((M, N)),
-        slot=np.full((M, N), -1, i64),
-        child=np.full((M, N), -1, i64),
-        sibling=np.full((M, N), -1, i64),
-        branch=np.zeros((M, N), i64),
-        depth=np.zeros((M, N), i64),
-        dist=np.zeros((M, N, C)),
-        n_nodes=np.zeros(M, i64),
-        cat=np.zeros((M, L, K, C)),
-        catw=np.zeros((M, L, A, C)),
-        nvals=np.zeros((M, L, A), i64),
-        num=np.zeros((M, L, J, C, NUM_STATS)),
-        last=np.zeros((M, L)),
-        mc_ok=np.zeros((M, L)),
-        nb_ok=np.zeros((M, L)),
-        free=np.zeros((M, L), i64),
-        n_free=np.zeros(M, i64),
+        kind=np.zeros((M, N), i64), attr=links(N), thr=np.zeros((M, N)), slot=links(N),
+        child=links(N), sibling=links(N), branch=np.zeros((M, N), i64),
+        depth=np.zeros((M, N), i64), dist=np.zeros((M, N, C)), n_nodes=np.zeros(M, i64),
+        last=np.zeros((M, L)), mc_ok=np.zeros((M, L)), nb_ok=np.zeros((M, L)),
+        f_head=links(L), f_tail=links(L), f_pend=links(L), o_head=links(L), o_tail=links(L),
+        o_pend=links(L), free=np.zeros((M, L), i64), n_free=np.zeros(M, i64),
         n_slots=np.zeros(M, i64),
-    )
+        catw=np.zeros((M, F, C)), nvals=np.zeros((M, F), i64), f_attr=links(F),
+        f_next=links(F), v_head=links(F), v_tail=links(F), v_pend=links(F),
+        n_f=np.zeros(M, i64), f_freed=np.full(M, -1, i64),
+        cat=np.zeros((M, E, C)), v_code=links(E), v_next=links(E), n_v=np.zeros(M, i64),
+        v_freed=np.full(M, -1, i64),
+        num=num, o_attr=links(O), o_next=links(O),
+        n_o=np.zeros(M, i64), o_freed=np.full(M, -1, i64),
+        hkey=links(H), hval=links(H), n_keys=np.zeros(M, i64),
+        f_of=np.full((M, L, AD), -1, i64), o_of=np.full((M, L, JD), -1, i64),
+        width=np.ones(2, i64),
+    )  # fmt: skip
 
 
-def _dims(T: TreeState) -> tuple[int, ...]:
-    M, N = T.kind.shape
-    _, L, K, C = T.cat.shape
-    A = T.catw.shape[2]
-    J = T.num.shape[2]
-    return M, N, L, K, A, J, C
+def _capacity(T: TreeState) -> Capacity:
+    return Capacity(
+        nodes=T.kind.shape[1], slots=T.last.shape[1], features=T.catw.shape[1],
+        values=T.cat.shape[1], observers=T.num.shape[1], keys=T.hkey.shape[1],
+        classes=T.dist.shape[2], cat_direct=T.f_of.shape[2], num_direct=T.o_of.shape[2],
+    )  # fmt: skip
+
+
+def _used(T: TreeState) -> Capacity:
+    """What is in use (high-water marks, over members): what a saved state keeps."""
+    return Capacity(
+        nodes=int(T.n_nodes.max()), slots=int(T.n_slots.max()), features=int(T.n_f.max()),
+        values=int(T.n_v.max()), observers=int(T.n_o.max()), keys=0, classes=T.dist.shape[2],
+    )  # fmt: skip
+
+
+def _cut(name: str, a: np.ndarray, size: Capacity) -> tuple[slice, ...]:
+    idx = [slice(None)] * a.ndim
+    axis = _AXES.get(name)
+    if axis is not None:
+        idx[1] = slice(0, getattr(size, _POOL[axis]))
+    if name in _HAS_CLASSES:
+        idx[2] = slice(0, size.classes)
+    return tuple(idx)
 
 
 def _copy_into(new: TreeState, old: TreeState) -> TreeState:
-    for name in TreeState._fields:
+    for name in STATE_FIELDS:
         src = getattr(old, name)
         dst = getattr(new, name)
         dst[tuple(slice(0, n) for n in src.shape)] = src
+    new.width[:] = old.width
     return new
+
+
+def _direct(n_features: int) -> int:
+    """Direct-index width for ``n_features`` features: a power of 2, at most ``DIRECT``."""
+    return min(1 << max(0, n_features - 1).bit_length(), DIRECT)
+
+
+def _index_size(n_keys: int) -> int:
+    """Power of 2 that keeps the index at most half full."""
+    return 1 << max(6, int(2 * n_keys).bit_length())
 
 
 class TreeBank:
     """M trees sharing a schema, parameters and compiled kernels."""
 
-    def __init__(self, params: TreeParams, n_members: int, schema: Schema | None = None):
-        self.params = params
+    def __init__(self, params: TreeParams, n_members: int, schema: Schema | None = None,
+                 limits: Limits | None = None):  # fmt: skip
+        self.limits = limits or Limits()
+        self.params = params._replace(max_nodes=min(params.max_nodes, self.limits.max_nodes))
         self.M = n_members
-        self.schema = schema or Schema()
+        self.schema = schema or Schema(self.limits)
         self.n_seen = 0  # examples learned with w > 0: the sequence counter of the Poisson draws
-        self._set(_alloc(n_members, N=8, L=8, K=4, A=1, J=1, C=2))
+        self._set(
+            _alloc(
+                n_members,
+                Capacity(nodes=8, slots=8, features=8, values=16, observers=8, keys=64, classes=2),
+            )
+        )
         self._init_roots()
         # one-row buffers for the per-example fast path
         self._y1 = np.zeros(1, np.int64)
@@ -79,8 +171,8 @@ class TreeBank:
 
     def _set(self, T: TreeState) -> None:
         self.T = T
+        self._alloc_bytes = sum(a.nbytes for a in T)
         self.B = make_bank(T, self.params)
-        self._caps = (T.cat.shape[2], T.catw.shape[2], T.num.shape[2], T.dist.shape[2])
         self._out1 = np.zeros((1, T.dist.shape[2]))
 
     def _init_roots(self) -> None:
@@ -91,38 +183,64 @@ class TreeBank:
 
     # --------------------------------------------------------------------------- capacity
     def need(self) -> int:
-        """Nodes/slots one learned example may take at most (a multiway split + a new branch)."""
-        return max(2, self.schema._max_values) + 2
+        """Nodes/slots one learned example may take at most (a multiway split, which is never
+        larger than ``max_nodes``, + a new branch)."""
+        return min(max(2, self.schema._max_values), self.params.max_nodes) + 2
+
+    def _direct_widths(self) -> dict[str, int]:
+        return {"cat_direct": _direct(self.schema.n_cat), "num_direct": _direct(self.schema.n_num)}
+
+    def _set_width(self, n_cat: int, n_num: int) -> None:
+        """Features per row (categorical, numeric) the kernels must find room for."""
+        width = self.T.width
+        width[0] = max(n_cat, 1)
+        width[1] = max(n_num, 1)
 
     def fit_schema(self) -> None:
-        """Grow arrays so every code, feature and class of the schema has room."""
+        """Grow the class axis to the schema's classes; record the schema's row width."""
         s = self.schema
-        K, A, J, C = self._caps
-        if s.n_codes <= K and s.n_cat <= A and s.n_num <= J and s.n_classes <= C:
-            return
-        M, N, L, K, A, J, C = _dims(self.T)
-        want = (max(K, s.n_codes), max(A, s.n_cat), max(J, s.n_num), max(C, s.n_classes))
-        if want != (K, A, J, C):
-            grow = [n if n <= have else max(n, 2 * have)
-                    for n, have in zip(want, (K, A, J, C), strict=True)]  # fmt: skip
-            self._resize(N, L, *grow)
+        self._set_width(s.n_cat, s.n_num)
+        cap = _capacity(self.T)
+        C = cap.classes
+        direct = self._direct_widths()
+        want = cap._replace(
+            classes=C if s.n_classes <= C else max(s.n_classes, 2 * C),
+            cat_direct=max(cap.cat_direct, direct["cat_direct"]),
+            num_direct=max(cap.num_direct, direct["num_direct"]),
+        )
+        if want != cap:
+            self._resize(want)
 
     def grow_nodes(self, need: int) -> None:
-        M, N, L, K, A, J, C = _dims(self.T)
-        n_nodes = int(self.T.n_nodes.max())
-        used_slots = int((self.T.n_slots - self.T.n_free).max())
-        N2 = N if n_nodes + need <= N else max(2 * N, n_nodes + need)
-        L2 = L if used_slots + need <= L else max(2 * L, used_slots + need)
-        self._resize(N2, max(L2, L), K, A, J, C)
+        """Grow whatever ``has_room`` found short: ``need`` nodes/slots, and rows and index keys
+        for one example of the current width, for every member (doubling)."""
+        T = self.T
+        cap = _capacity(T)
+        A, J = int(T.width[0]), int(T.width[1])
+        used_slots = int((T.n_slots - T.n_free).max())
 
-    def _resize(self, N: int, L: int, K: int, A: int, J: int, C: int) -> None:
-        new = _alloc(self.M, N, L, K, A, J, C)
-        new.num[..., 3] = np.inf  # fresh slots are re-initialised on allocation anyway
-        new.num[..., 4] = -np.inf
-        self._set(_copy_into(new, self.T))
+        def grown(have: int, want: int) -> int:
+            return have if want <= have else max(2 * have, want)
+
+        new = cap._replace(
+            nodes=grown(cap.nodes, int(T.n_nodes.max()) + need),
+            slots=grown(cap.slots, used_slots + need),
+            features=grown(cap.features, int(T.n_f.max()) + A),
+            values=grown(cap.values, int(T.n_v.max()) + A),
+            observers=grown(cap.observers, int(T.n_o.max()) + J),
+            keys=max(cap.keys, _index_size(int(T.n_keys.max()) + 2 * A + J + need)),
+        )
+        if new.slots > MAX_SLOTS:
+            raise MemoryError(f"a tree would need more than {MAX_SLOTS} leaves")
+        self._resize(new)
+
+    def _resize(self, cap: Capacity) -> None:
+        self._set(_copy_into(_alloc(self.M, cap), self.T))
+        build_index(self.B)
 
     def adopt_schema(self, schema: Schema) -> None:
         """Replace the (empty) schema of an untrained bank, e.g. by one built for pre-encoded rows."""
+        schema.limits = self.limits
         self.schema = schema
         self._last = None
         self.fit_schema()
@@ -133,6 +251,8 @@ class TreeBank:
         (made before each row is learned) when ``do_predict``."""
         schema = self.schema
         R = len(X)
+        if do_learn:
+            self.check_bytes()
         if ws is None:
             w = np.ones(R)
         else:  # checked before encoding: a rejected call leaves no trace in the schema
@@ -151,6 +271,9 @@ class TreeBank:
         R = xn.shape[0]
         if do_learn:
             self.fit_schema()
+            self._set_width(
+                max(xc.shape[1], self.schema.n_cat), max(xn.shape[1], self.schema.n_num)
+            )
         out = np.zeros((R, self.T.dist.shape[2]))
         learned = w > 0.0
         seqs = self.n_seen + np.cumsum(learned) - 1  # sequence number of each learned row
@@ -199,6 +322,7 @@ class TreeBank:
         if do_learn:
             if not (0.0 <= w < math.inf):
                 raise ValueError(f"w must be finite and >= 0, got {w!r}")
+            self.check_bytes()
             mark = s.mark()
             try:
                 xn, xc = self._encode_one(x, True)
@@ -235,49 +359,125 @@ class TreeBank:
 
     # --------------------------------------------------------------------------- state
     def state_arrays(self, prefix: str = "tree.") -> dict[str, np.ndarray]:
-        """Arrays trimmed to what is used (capacity does not affect results)."""
+        """The saved arrays (``STATE_FIELDS``), trimmed to what is used: capacity and the index
+        do not affect results."""
         T = self.T
-        s = self.schema
-        N = int(T.n_nodes.max())
-        L = int(T.n_slots.max())
-        K, A, J, C = max(s.n_codes, 1), max(s.n_cat, 1), max(s.n_num, 1), max(s.n_classes, 1)
-        K, A, J, C = (min(K, T.cat.shape[2]), min(A, T.catw.shape[2]), min(J, T.num.shape[2]),
-                      min(C, T.dist.shape[2]))  # fmt: skip
-        cut = {
-            "kind": (slice(None), slice(0, N)), "attr": (slice(None), slice(0, N)),
-            "thr": (slice(None), slice(0, N)), "slot": (slice(None), slice(0, N)),
-            "child": (slice(None), slice(0, N)), "sibling": (slice(None), slice(0, N)),
-            "branch": (slice(None), slice(0, N)), "depth": (slice(None), slice(0, N)),
-            "dist": (slice(None), slice(0, N), slice(0, C)),
-            "cat": (slice(None), slice(0, L), slice(0, K), slice(0, C)),
-            "catw": (slice(None), slice(0, L), slice(0, A), slice(0, C)),
-            "nvals": (slice(None), slice(0, L), slice(0, A)),
-            "num": (slice(None), slice(0, L), slice(0, J), slice(0, C)),
-            "last": (slice(None), slice(0, L)), "mc_ok": (slice(None), slice(0, L)),
-            "nb_ok": (slice(None), slice(0, L)), "free": (slice(None), slice(0, L)),
-        }  # fmt: skip
+        size = _used(T)._replace(classes=min(max(self.schema.n_classes, 1), T.dist.shape[2]))
         out = {}
-        for name in TreeState._fields:  # copies: the model goes on learning in place
+        for name in STATE_FIELDS:  # copies: the model goes on learning in place
             a = getattr(T, name)
-            out[prefix + name] = np.array(a[cut[name]] if name in cut else a, copy=True)
+            out[prefix + name] = np.array(a[_cut(name, a, size)], copy=True)
         return out
 
     def load_arrays(self, arrays: dict[str, np.ndarray], prefix: str = "tree.") -> None:
+        """Load saved arrays (``state_arrays``; set ``schema`` first). Arrays of version-1 states
+        (dense per-leaf blocks over the whole vocabulary) are converted."""
+        dense = prefix + "cat" in arrays and np.ndim(arrays[prefix + "cat"]) == 4
+        if dense and prefix + "v_code" not in arrays:
+            self._load_dense(arrays, prefix)
+            return
         parts: dict[str, np.ndarray] = {}
-        for name in TreeState._fields:
-            a = np.asarray(arrays[prefix + name])
-            want = np.int64 if name in _INT_FIELDS else np.float64
+        for name in STATE_FIELDS:
+            key = prefix + name
+            if key not in arrays:
+                raise ValueError(f"state has no array {key} (a state of an older format?)")
+            a = np.asarray(arrays[key])
+            want = np.float64 if name in _FLOAT_FIELDS else np.int64
             if a.dtype != want:
-                raise ValueError(f"state array {prefix + name} has dtype {a.dtype}, want {want}")
-            parts[name] = np.array(a, dtype=want, copy=True)
-        T = TreeState(**parts)
-        if T.kind.shape[0] != self.M:
-            raise ValueError(f"state has {T.kind.shape[0]} members, model has {self.M}")
-        # pad to at least 1 node/slot so that kernels can index safely; slots freshly allocated
-        M, N, L, K, A, J, C = _dims(T)
-        new = _alloc(self.M, max(N, 1), max(L, 1), max(K, 1), max(A, 1), max(J, 1), max(C, 2))
-        self._set(_copy_into(new, T))
+                raise ValueError(f"state array {key} has dtype {a.dtype}, want {want}")
+            parts[name] = a
+        if parts["kind"].shape[0] != self.M:
+            raise ValueError(f"state has {parts['kind'].shape[0]} members, model has {self.M}")
+        saved = TreeState(**parts, **{name: np.zeros((0, 0), np.int64) for name in INDEX_FIELDS})
+        size = _used(saved)
+        # at least 1 node/slot/row (kernels index safely) and 2 classes; room for the index
+        cap = Capacity(
+            nodes=max(size.nodes, 1),
+            slots=max(size.slots, 1),
+            features=max(size.features, 1),
+            values=max(size.values, 1),
+            observers=max(size.observers, 1),
+            keys=64,
+            classes=max(parts["dist"].shape[2], 2),
+        )
+        n_keys = size.features + size.values + size.observers + size.nodes  # + children
+        new = _alloc(self.M, cap._replace(keys=_index_size(n_keys), **self._direct_widths()))
+        for name in STATE_FIELDS:
+            src, dst = parts[name], getattr(new, name)
+            if src.ndim != dst.ndim or any(
+                s > d for s, d in zip(src.shape, dst.shape, strict=True)
+            ):
+                raise ValueError(f"state array {prefix + name} has shape {src.shape}")
+            dst[tuple(slice(0, n) for n in src.shape)] = src
+        self._set(new)
+        build_index(self.B)
+
+    def _load_dense(self, arrays: dict[str, np.ndarray], prefix: str) -> None:
+        """Load a version-1 state: a row for every (leaf, feature), (leaf, value) and (leaf,
+        numeric feature) with weight, value rows in code order -- the statistics the sparse
+        layout would hold after the same stream, so predictions and learning go on unchanged."""
+        old = {}
+        for name in _V1_FIELDS:
+            arr = np.asarray(arrays[prefix + name])
+            want = np.int64 if name in _V1_INT_FIELDS else np.float64
+            if arr.dtype != want:
+                raise ValueError(f"state array {prefix + name} has dtype {arr.dtype}, want {want}")
+            old[name] = arr
+        kind, slot, n_nodes = old["kind"], old["slot"], old["n_nodes"]
+        cat, catw, nvals, num = old["cat"], old["catw"], old["nvals"], old["num"]
+        M, L, K, C = cat.shape
+        if M != self.M:
+            raise ValueError(f"state has {M} members, model has {self.M}")
+        code_attr = np.asarray(self.schema.code_attr, dtype=np.int64)[:K]
+        seen_value = np.asarray(cat.sum(axis=3) > 0.0)  # [M, L, K]
+        seen_num = np.asarray((num[..., 0] > 0.0).any(axis=3))  # [M, L, J]
+        leaves = [slot[m, : n_nodes[m]][slot[m, : n_nodes[m]] >= 0] for m in range(M)]
+        rows = np.array([[int((nvals[m, ls] > 0).sum()), int(seen_value[m, ls].sum()),
+                          int(seen_num[m, ls].sum())] for m, ls in enumerate(leaves)],
+                        dtype=np.int64).reshape(M, 3)  # fmt: skip
+        most = rows.max(axis=0)
+        cap = Capacity(
+            nodes=max(kind.shape[1], 1), slots=max(L, 1), features=int(most[0]) + 1,
+            values=int(most[1]) + 1, observers=int(most[2]) + 1,
+            keys=_index_size(int(rows.sum(axis=1).max()) + kind.shape[1]), classes=max(C, 2),
+            **self._direct_widths(),
+        )  # fmt: skip
+        T = _alloc(self.M, cap)
+        for name in _V1_FIELDS[:10] + _V1_FIELDS[14:]:  # nodes and slot scalars: same layout
+            src, dst = old[name], getattr(T, name)
+            dst[tuple(slice(0, n) for n in src.shape)] = src
+        self._set(T)
+        B = self.B
+        for m in range(M):
+            for s in leaves[m].tolist():
+                for a in np.flatnonzero(nvals[m, s] > 0):
+                    f = add_feature(B, m, s, a)
+                    T.catw[m, f, :C] = catw[m, s, a]
+                    for code in np.flatnonzero(seen_value[m, s] & (code_attr == a)):
+                        T.cat[m, add_value(B, m, s, f, code), :C] = cat[m, s, code]
+                for j in np.flatnonzero(seen_num[m, s]):
+                    T.num[m, add_observer(B, m, s, j), :C] = num[m, s, j]
 
     @property
     def nbytes(self) -> int:
-        return int(sum(a.nbytes for a in self.state_arrays().values()))
+        """Bytes of the saved arrays (``state_arrays``), computed without copying them."""
+        T = self.T
+        size = _used(T)._replace(classes=min(max(self.schema.n_classes, 1), T.dist.shape[2]))
+        total = 0
+        for name in STATE_FIELDS:
+            a = getattr(T, name)
+            total += a.itemsize * math.prod(len(range(*sl.indices(n)))
+                                            for sl, n in zip(_cut(name, a, size), a.shape, strict=True))  # fmt: skip
+        return total
+
+    def check_bytes(self) -> None:
+        """``LimitError`` if the model is over its ``max_state_bytes`` (arrays in use + schema
+        text): checked before learning. Cheap while the allocated arrays are within it."""
+        limit = self.limits.max_state_bytes
+        text = self.schema.text_bytes
+        if self._alloc_bytes + text <= limit:
+            return
+        used = self.nbytes + text
+        if used > limit:
+            raise LimitError("max_state_bytes", limit, "model",
+                             f"the model's state is {used:,} bytes: it learns no more")  # fmt: skip

@@ -13,16 +13,35 @@ One data structure serves all three native learners:
 Kernels take ``(T, P, ...)``: the state arrays and the parameters. Entry points receive one
 ``Bank`` struct holding both and pass it as ``T`` and ``P``.
 
-Layout (leading axis = member ``m``):
+Layout (leading axis = member ``m``; every other axis is a capacity that Python doubles when a
+kernel reports that it needs room, see ``has_room``). Leaf statistics are *sparse*: a leaf holds
+rows only for the features, values and classes that reached it, never a block over the global
+vocabulary.
 
 * nodes ``[M, N]``: kind (0 leaf, 1 numeric split, 2 categorical split), attr, thr, slot (leaf
   statistics slot or -1), child (first child), sibling (next sibling), branch (0/1 for numeric
   splits, the category code for categorical ones), depth; ``dist [M, N, C]`` class weights.
-* leaf slots ``[M, L]``: ``cat [M, L, K, C]`` weight per category code and class, ``catw [M, L, A, C]``
-  observed weight per categorical feature and class, ``nvals [M, L, A]`` distinct values seen,
-  ``num [M, L, J, C, 7]`` (weight, mean, M2, min, max, and the naive-Bayes variance and its log,
-  cached lazily: 0 = stale) per numeric feature and class, ``last``
-  weight at the last split attempt, ``mc_ok``/``nb_ok`` correct weight of the two leaf predictors.
+* leaf slots ``[M, L]``: ``last`` weight at the last split attempt, ``mc_ok``/``nb_ok`` correct
+  weight of the two leaf predictors, and the heads of two lists: the leaf's categorical features
+  (``f_head``) and its numeric observers (``o_head``).
+* categorical feature rows ``[M, F]`` (one per (leaf, feature) seen): ``catw [M, F, C]`` observed
+  weight per class, ``nvals`` distinct values seen, ``f_attr`` the feature, ``v_head`` its list
+  of value rows.
+* value rows ``[M, E]`` (one per (leaf, category code) seen): ``cat [M, E, C]`` weight per class,
+  ``v_code`` the code.
+* numeric observers ``[M, O]`` (one per (leaf, numeric feature) seen): ``num [M, O, C, 7]``
+  (weight, mean, M2, min, max, and the naive-Bayes variance and its log, cached lazily:
+  0 = stale), ``o_attr`` the feature.
+
+Lists are singly linked through ``*_next`` and kept sorted by key (feature, code) so that every
+sum runs in the order of the dense layout it replaced: an item whose key is above the list's tail
+is appended (the usual case: codes are handed out in order of first appearance), others wait in a
+``*_pend`` list merged in by ``list_sort`` before the list is read in order. Freed rows go on
+per-pool free lists (``*_freed``, threaded through ``*_next``). An index, rebuilt on load and
+never saved, finds a leaf's rows: ``f_of [M, L, a]`` / ``o_of [M, L, j]`` for the first
+``DIRECT`` features (one load in the hot loops), and for the rest and for values a per-member
+open-addressing hash table (``hkey``/``hval``, linear probing, backward-shift deletion) keyed by
+(slot, kind, id).
 
 Codes: ``xn`` numeric values (NaN = missing), ``xc`` category codes (-1 missing, -2 unseen).
 """
@@ -44,11 +63,23 @@ PRED_MC, PRED_NB, PRED_NBA, PRED_STUMP = 0, 1, 2, 3
 CRIT_INFO_GAIN, CRIT_GINI = 0, 1
 W, MEAN, M2, MIN, MAX, VAR, LOGVAR = 0, 1, 2, 3, 4, 5, 6
 NUM_STATS = 7
+KEY_VALUE, KEY_FEATURE, KEY_OBSERVER, KEY_CHILD = 0, 1, 2, 3  # kinds of index keys
+OTHER_BRANCH = -3  # branch of a categorical split shared by the values it has no branch for
+ID_BITS = 36  # a key is (slot << 38) | (id << 2) | kind: ids < 2**36, slots < 2**25
+MAX_ID = 1 << ID_BITS
+MAX_SLOTS = 1 << 25
+DIRECT = 32  # features (of each kind) whose rows a leaf finds through f_of / o_of
 
-STATE_FIELDS = (
-    "kind", "attr", "thr", "slot", "child", "sibling", "branch", "depth", "dist", "n_nodes",
-    "cat", "catw", "nvals", "num", "last", "mc_ok", "nb_ok", "free", "n_free", "n_slots",
-)  # fmt: skip
+NODE_FIELDS = ("kind", "attr", "thr", "slot", "child", "sibling", "branch", "depth", "dist",
+               "n_nodes")  # fmt: skip
+SLOT_FIELDS = ("last", "mc_ok", "nb_ok", "f_head", "f_tail", "f_pend", "o_head", "o_tail",
+               "o_pend", "free", "n_free", "n_slots")  # fmt: skip
+FEATURE_FIELDS = ("catw", "nvals", "f_attr", "f_next", "v_head", "v_tail", "v_pend", "n_f",
+                  "f_freed")  # fmt: skip
+VALUE_FIELDS = ("cat", "v_code", "v_next", "n_v", "v_freed")
+OBSERVER_FIELDS = ("num", "o_attr", "o_next", "n_o", "o_freed")
+STATE_FIELDS = NODE_FIELDS + SLOT_FIELDS + FEATURE_FIELDS + VALUE_FIELDS + OBSERVER_FIELDS
+INDEX_FIELDS = ("hkey", "hval", "n_keys", "f_of", "o_of", "width")  # derived, never saved
 PARAM_FIELDS = (
     "grace_period", "delta", "tau", "criterion", "leaf_prediction", "nb_threshold",
     "max_depth", "max_nodes", "n_split_points", "min_branch_frac",
@@ -68,16 +99,43 @@ class TreeState(NamedTuple):
     depth: np.ndarray
     dist: np.ndarray
     n_nodes: np.ndarray
-    cat: np.ndarray
-    catw: np.ndarray
-    nvals: np.ndarray
-    num: np.ndarray
     last: np.ndarray
     mc_ok: np.ndarray
     nb_ok: np.ndarray
+    f_head: np.ndarray
+    f_tail: np.ndarray
+    f_pend: np.ndarray
+    o_head: np.ndarray
+    o_tail: np.ndarray
+    o_pend: np.ndarray
     free: np.ndarray
     n_free: np.ndarray
     n_slots: np.ndarray
+    catw: np.ndarray
+    nvals: np.ndarray
+    f_attr: np.ndarray
+    f_next: np.ndarray
+    v_head: np.ndarray
+    v_tail: np.ndarray
+    v_pend: np.ndarray
+    n_f: np.ndarray
+    f_freed: np.ndarray
+    cat: np.ndarray
+    v_code: np.ndarray
+    v_next: np.ndarray
+    n_v: np.ndarray
+    v_freed: np.ndarray
+    num: np.ndarray
+    o_attr: np.ndarray
+    o_next: np.ndarray
+    n_o: np.ndarray
+    o_freed: np.ndarray
+    hkey: np.ndarray
+    hval: np.ndarray
+    n_keys: np.ndarray
+    f_of: np.ndarray
+    o_of: np.ndarray
+    width: np.ndarray
 
 
 class TreeParams(NamedTuple):
@@ -95,13 +153,13 @@ class TreeParams(NamedTuple):
     min_branch_frac: float
 
 
-assert TreeState._fields == STATE_FIELDS and TreeParams._fields == PARAM_FIELDS
+assert TreeState._fields == STATE_FIELDS + INDEX_FIELDS and TreeParams._fields == PARAM_FIELDS
 
 
 @structref.register
 class BankType(types.StructRef):
     """Numba type of a bank: all state arrays and parameters in one struct, so a kernel call
-    unboxes one object (~1 µs) instead of thirty (~5 µs)."""
+    unboxes one object (~1 µs) instead of fifty."""
 
     def preprocess_fields(self, fields):
         return tuple((name, types.unliteral(typ)) for name, typ in fields)
@@ -111,18 +169,22 @@ class Bank(structref.StructRefProxy):
     """Python handle of a ``BankType``; Python reads the arrays through ``TreeState``."""
 
 
-structref.define_proxy(Bank, BankType, list(STATE_FIELDS + PARAM_FIELDS))
+structref.define_proxy(Bank, BankType, list(STATE_FIELDS + INDEX_FIELDS + PARAM_FIELDS))
 
 
 @nb.njit(cache=True)
-def _make_bank(kind, attr, thr, slot, child, sibling, branch, depth, dist, n_nodes, cat, catw,
-               nvals, num, last, mc_ok, nb_ok, free, n_free, n_slots, grace_period, delta, tau,
-               criterion, leaf_prediction, nb_threshold, max_depth, max_nodes, n_split_points,
-               min_branch_frac):  # fmt: skip
-    return Bank(kind, attr, thr, slot, child, sibling, branch, depth, dist, n_nodes, cat, catw,
-                nvals, num, last, mc_ok, nb_ok, free, n_free, n_slots, grace_period, delta, tau,
-                criterion, leaf_prediction, nb_threshold, max_depth, max_nodes, n_split_points,
-                min_branch_frac)  # fmt: skip
+def _make_bank(kind, attr, thr, slot, child, sibling, branch, depth, dist, n_nodes, last, mc_ok,
+               nb_ok, f_head, f_tail, f_pend, o_head, o_tail, o_pend, free, n_free, n_slots, catw,
+               nvals, f_attr, f_next, v_head, v_tail, v_pend, n_f, f_freed, cat, v_code, v_next,
+               n_v, v_freed, num, o_attr, o_next, n_o, o_freed, hkey, hval, n_keys, f_of, o_of,
+               width, grace_period, delta, tau, criterion, leaf_prediction, nb_threshold, max_depth,
+               max_nodes, n_split_points, min_branch_frac):  # fmt: skip
+    return Bank(kind, attr, thr, slot, child, sibling, branch, depth, dist, n_nodes, last, mc_ok,
+                nb_ok, f_head, f_tail, f_pend, o_head, o_tail, o_pend, free, n_free, n_slots,
+                catw, nvals, f_attr, f_next, v_head, v_tail, v_pend, n_f, f_freed, cat, v_code,
+                v_next, n_v, v_freed, num, o_attr, o_next, n_o, o_freed, hkey, hval, n_keys,
+                f_of, o_of, width, grace_period, delta, tau, criterion, leaf_prediction, nb_threshold,
+                max_depth, max_nodes, n_split_points, min_branch_frac)  # fmt: skip
 
 
 def make_bank(T: TreeState, P: TreeParams) -> Bank:
@@ -141,22 +203,295 @@ LOG2PI_HALF = 0.5 * math.log(2.0 * math.pi)
 INV_LN2 = 1.0 / math.log(2.0)
 
 
+# --------------------------------------------------------------------------- the row index
+@nb.njit(cache=True)
+def stat_key(s, ident, kind):
+    """Hash key of the statistics row of ``kind`` (KEY_VALUE: ident = category code,
+    KEY_FEATURE: categorical feature, KEY_OBSERVER: numeric feature) at leaf slot ``s``."""
+    return (s << 38) | (ident << 2) | kind
+
+
+@nb.njit(cache=True)
+def key_home(key, mask):
+    h = np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)
+    h ^= h >> np.uint64(32)
+    return np.int64(h & np.uint64(mask))
+
+
+@nb.njit(cache=True)
+def index_find(T, m, key):
+    """The row stored under ``key`` in member m's index, -1 if none."""
+    hkey = T.hkey
+    mask = hkey.shape[1] - 1
+    i = key_home(key, mask)
+    while True:
+        k = hkey[m, i]
+        if k == key:
+            return T.hval[m, i]
+        if k < 0:
+            return -1
+        i = (i + 1) & mask
+
+
+@nb.njit(cache=True)
+def index_add(T, m, key, row):
+    """Store ``row`` under ``key`` (not present; the table has room: see ``has_room``)."""
+    hkey = T.hkey
+    mask = hkey.shape[1] - 1
+    i = key_home(key, mask)
+    while hkey[m, i] >= 0:
+        i = (i + 1) & mask
+    hkey[m, i] = key
+    T.hval[m, i] = row
+    T.n_keys[m] += 1
+
+
+@nb.njit(cache=True)
+def index_remove(T, m, key):
+    """Remove ``key`` (present), shifting back the keys probed past it (no tombstones)."""
+    hkey = T.hkey
+    hval = T.hval
+    mask = hkey.shape[1] - 1
+    i = key_home(key, mask)
+    while hkey[m, i] != key:
+        i = (i + 1) & mask
+    j = i
+    while True:
+        j = (j + 1) & mask
+        k = hkey[m, j]
+        if k < 0:
+            break
+        h = key_home(k, mask)
+        stays = (i < h <= j) if i <= j else (h > i or h <= j)
+        if not stays:
+            hkey[m, i] = k
+            hval[m, i] = hval[m, j]
+            i = j
+    hkey[m, i] = -1
+    T.n_keys[m] -= 1
+
+
+@nb.njit(cache=True)
+def row_find(T, m, s, ident, kind):
+    """The row of (slot s, ident) of ``kind`` (KEY_FEATURE, KEY_OBSERVER, KEY_VALUE), -1 if none."""
+    if kind == KEY_FEATURE and ident < T.f_of.shape[2]:
+        return T.f_of[m, s, ident]
+    if kind == KEY_OBSERVER and ident < T.o_of.shape[2]:
+        return T.o_of[m, s, ident]
+    return index_find(T, m, stat_key(s, ident, kind))
+
+
+@nb.njit(cache=True)
+def row_set(T, m, s, ident, kind, row):
+    """Index ``row`` (-1: unindex it) as the row of (slot s, ident) of ``kind``."""
+    if kind == KEY_FEATURE and ident < T.f_of.shape[2]:
+        T.f_of[m, s, ident] = row
+    elif kind == KEY_OBSERVER and ident < T.o_of.shape[2]:
+        T.o_of[m, s, ident] = row
+    elif row >= 0:
+        index_add(T, m, stat_key(s, ident, kind), row)
+    else:
+        index_remove(T, m, stat_key(s, ident, kind))
+
+
+@nb.njit(cache=True)
+def index_list(T, m, s, nxt, ident, i, kind):
+    """Index every row of the list starting at ``i`` (rows of slot s, ids in ``ident``)."""
+    while i >= 0:
+        row_set(T, m, s, ident[m, i], kind, i)
+        i = nxt[m, i]
+
+
+@nb.njit(cache=True)
+def build_index(T):
+    """Rebuild the index from the leaves' lists, e.g. after loading a state."""
+    T.hkey[:] = -1
+    T.n_keys[:] = 0
+    T.f_of[:] = -1
+    T.o_of[:] = -1
+    for m in range(T.kind.shape[0]):
+        for n in range(T.n_nodes[m]):
+            if T.kind[m, n] == CATEGORICAL_SPLIT:
+                c = T.child[m, n]
+                while c >= 0:
+                    index_add(T, m, child_key(n, T.branch[m, c]), c)
+                    c = T.sibling[m, c]
+            s = T.slot[m, n]
+            if s < 0:
+                continue
+            index_list(T, m, s, T.o_next, T.o_attr, T.o_head[m, s], KEY_OBSERVER)
+            index_list(T, m, s, T.o_next, T.o_attr, T.o_pend[m, s], KEY_OBSERVER)
+            for f in (T.f_head[m, s], T.f_pend[m, s]):
+                while f >= 0:
+                    row_set(T, m, s, T.f_attr[m, f], KEY_FEATURE, f)
+                    index_list(T, m, s, T.v_next, T.v_code, T.v_head[m, f], KEY_VALUE)
+                    index_list(T, m, s, T.v_next, T.v_code, T.v_pend[m, f], KEY_VALUE)
+                    f = T.f_next[m, f]
+
+
+# --------------------------------------------------------------------------- pools and lists
+@nb.njit(cache=True)
+def pool_take(nxt, freed, used, m):
+    """A row of a pool: the last one freed, else a new one past the ``used`` high-water mark."""
+    i = freed[m]
+    if i >= 0:
+        freed[m] = nxt[m, i]
+    else:
+        i = used[m]
+        used[m] += 1
+    return i
+
+
+@nb.njit(cache=True)
+def list_add(nxt, key, head, tail, pend, m, owner, item):
+    """Add ``item`` to owner's list: appended when its key is above the tail's (the list stays
+    sorted), else put aside in the pending list until ``list_sort``."""
+    t = tail[m, owner]
+    nxt[m, item] = -1
+    if t < 0:
+        head[m, owner] = item
+        tail[m, owner] = item
+    elif key[m, item] > key[m, t]:
+        nxt[m, t] = item
+        tail[m, owner] = item
+    else:
+        nxt[m, item] = pend[m, owner]
+        pend[m, owner] = item
+
+
+@nb.njit(cache=True)
+def list_sort(nxt, key, head, tail, pend, m, owner):
+    """Merge owner's pending items into its sorted list (ascending key): O(n + p log p)."""
+    p = pend[m, owner]
+    if p < 0:
+        return
+    n = 0
+    i = p
+    while i >= 0:
+        n += 1
+        i = nxt[m, i]
+    items = np.empty(n, np.int64)
+    keys = np.empty(n, np.int64)
+    i = p
+    for t in range(n):
+        items[t] = i
+        keys[t] = key[m, i]
+        i = nxt[m, i]
+    order = np.argsort(keys)
+    a = head[m, owner]
+    b = 0
+    first = -1
+    prev = -1
+    while a >= 0 or b < n:
+        if b >= n or (a >= 0 and key[m, a] < keys[order[b]]):
+            cur = a
+            a = nxt[m, a]
+        else:
+            cur = items[order[b]]
+            b += 1
+        if prev < 0:
+            first = cur
+        else:
+            nxt[m, prev] = cur
+        prev = cur
+    nxt[m, prev] = -1
+    head[m, owner] = first
+    tail[m, owner] = prev
+    pend[m, owner] = -1
+
+
+@nb.njit(cache=True)
+def release_list(T, m, s, nxt, ident, freed, i, kind):
+    """Unindex the rows of a list starting at ``i`` and put them on the pool's free list."""
+    while i >= 0:
+        after = nxt[m, i]
+        row_set(T, m, s, ident[m, i], kind, -1)
+        nxt[m, i] = freed[m]
+        freed[m] = i
+        i = after
+
+
+@nb.njit(cache=True)
+def clear_lists(T, m, s):
+    """Empty the feature and observer lists of slot s."""
+    T.f_head[m, s] = -1
+    T.f_tail[m, s] = -1
+    T.f_pend[m, s] = -1
+    T.o_head[m, s] = -1
+    T.o_tail[m, s] = -1
+    T.o_pend[m, s] = -1
+
+
+@nb.njit(cache=True)
+def release_slot(T, m, s):
+    """Free every statistics row of leaf slot s (its leaf has split)."""
+    release_list(T, m, s, T.o_next, T.o_attr, T.o_freed, T.o_head[m, s], KEY_OBSERVER)
+    release_list(T, m, s, T.o_next, T.o_attr, T.o_freed, T.o_pend[m, s], KEY_OBSERVER)
+    for f in (T.f_head[m, s], T.f_pend[m, s]):
+        while f >= 0:
+            release_list(T, m, s, T.v_next, T.v_code, T.v_freed, T.v_head[m, f], KEY_VALUE)
+            release_list(T, m, s, T.v_next, T.v_code, T.v_freed, T.v_pend[m, f], KEY_VALUE)
+            after = T.f_next[m, f]
+            row_set(T, m, s, T.f_attr[m, f], KEY_FEATURE, -1)
+            T.f_next[m, f] = T.f_freed[m]
+            T.f_freed[m] = f
+            f = after
+    clear_lists(T, m, s)
+
+
+@nb.njit(cache=True)
+def add_feature(T, m, s, a):
+    """A new (zeroed) categorical feature row for feature a at slot s."""
+    f = pool_take(T.f_next, T.f_freed, T.n_f, m)
+    T.catw[m, f] = 0.0
+    T.nvals[m, f] = 0
+    T.f_attr[m, f] = a
+    T.v_head[m, f] = -1
+    T.v_tail[m, f] = -1
+    T.v_pend[m, f] = -1
+    list_add(T.f_next, T.f_attr, T.f_head, T.f_tail, T.f_pend, m, s, f)
+    row_set(T, m, s, a, KEY_FEATURE, f)
+    return f
+
+
+@nb.njit(cache=True)
+def add_value(T, m, s, f, code):
+    """A new (zeroed) value row for category ``code`` of feature row f at slot s."""
+    e = pool_take(T.v_next, T.v_freed, T.n_v, m)
+    T.cat[m, e] = 0.0
+    T.v_code[m, e] = code
+    list_add(T.v_next, T.v_code, T.v_head, T.v_tail, T.v_pend, m, f, e)
+    row_set(T, m, s, code, KEY_VALUE, e)
+    T.nvals[m, f] += 1
+    return e
+
+
+@nb.njit(cache=True)
+def add_observer(T, m, s, j):
+    """A new (empty) Gaussian observer for numeric feature j at slot s."""
+    o = pool_take(T.o_next, T.o_freed, T.n_o, m)
+    T.num[m, o] = 0.0
+    T.num[m, o, :, MIN] = np.inf
+    T.num[m, o, :, MAX] = -np.inf
+    T.o_attr[m, o] = j
+    list_add(T.o_next, T.o_attr, T.o_head, T.o_tail, T.o_pend, m, s, o)
+    row_set(T, m, s, j, KEY_OBSERVER, o)
+    return o
+
+
 # --------------------------------------------------------------------------- allocation helpers
 @nb.njit(cache=True)
 def alloc_slot(T, m):
-    """Take a zeroed leaf-statistics slot for member m."""
+    """Take an empty leaf-statistics slot for member m."""
     if T.n_free[m] > 0:
         T.n_free[m] -= 1
         s = T.free[m, T.n_free[m]]
     else:
         s = T.n_slots[m]
         T.n_slots[m] += 1
-    T.cat[m, s] = 0.0
-    T.catw[m, s] = 0.0
-    T.nvals[m, s] = 0
-    T.num[m, s] = 0.0
-    T.num[m, s, :, :, MIN] = np.inf
-    T.num[m, s, :, :, MAX] = -np.inf
+    clear_lists(T, m, s)
+    T.f_of[m, s] = -1
+    T.o_of[m, s] = -1
     T.last[m, s] = 0.0
     T.mc_ok[m, s] = 0.0
     T.nb_ok[m, s] = 0.0
@@ -181,13 +516,28 @@ def new_leaf(T, m, depth, branch):
 
 @nb.njit(cache=True)
 def has_room(T, P, need):
-    """True if every member can take ``need`` more nodes and slots without growing arrays."""
-    N = T.kind.shape[1]
-    L = T.last.shape[1]
-    for m in range(T.kind.shape[0]):
-        if T.n_nodes[m] + need > N:
+    """True if every member can take ``need`` more nodes and slots, and the statistics rows and
+    index keys of one example of ``width = (categorical, numeric)`` features, without growing
+    arrays."""
+    A = T.width[0]
+    J = T.width[1]
+    n_nodes = T.n_nodes
+    n_slots = T.n_slots
+    n_free = T.n_free
+    n_f = T.n_f
+    n_v = T.n_v
+    n_o = T.n_o
+    n_keys = T.n_keys
+    N = T.kind.shape[1] - need
+    L = T.last.shape[1] - need
+    F = T.catw.shape[1] - A
+    E = T.cat.shape[1] - A
+    O = T.num.shape[1] - J  # noqa: E741
+    H = T.hkey.shape[1] // 2 - 2 * A - J - need
+    for m in range(n_nodes.shape[0]):
+        if n_nodes[m] > N or n_slots[m] - n_free[m] > L:
             return False
-        if (L - T.n_slots[m]) + T.n_free[m] < need:
+        if n_f[m] > F or n_v[m] > E or n_o[m] > O or n_keys[m] > H:
             return False
     return True
 
@@ -208,7 +558,29 @@ def heaviest_child(T, m, node, n_classes):
 
 
 @nb.njit(cache=True)
+def child_key(node, branch):
+    """Index key of the child of categorical split ``node`` for category ``branch``."""
+    return stat_key(node, branch if branch >= 0 else MAX_ID - 1, KEY_CHILD)
+
+
+@nb.njit(cache=True)
+def add_child(T, m, node, prev, branch):
+    """A new leaf under ``node`` for ``branch``, linked after child ``prev`` (-1: first)."""
+    c = new_leaf(T, m, T.depth[m, node] + 1, branch)
+    if prev < 0:
+        T.sibling[m, c] = T.child[m, node]
+        T.child[m, node] = c
+    else:
+        T.sibling[m, prev] = c
+    if T.kind[m, node] == CATEGORICAL_SPLIT:
+        index_add(T, m, child_key(node, branch), c)
+    return c
+
+
+@nb.njit(cache=True)
 def find_child(T, m, node, branch):
+    if T.kind[m, node] == CATEGORICAL_SPLIT:  # many children: the index
+        return index_find(T, m, child_key(node, branch))
     c = T.child[m, node]
     while c >= 0:
         if T.branch[m, c] == branch:
@@ -218,11 +590,13 @@ def find_child(T, m, node, branch):
 
 
 @nb.njit(cache=True)
-def sort_to_leaf(T, m, xn, xc, n_classes, grow):
+def sort_to_leaf(T, P, m, xn, xc, n_classes, grow):
     """Route an example from the root. Returns (node, last_nonempty_node).
 
     Missing value at a split -> the heaviest child. Unseen category -> with ``grow`` a new leaf
     branch is created (MOA's multiway behaviour); without it the walk stops at the split node.
+    A tree with ``max_nodes`` nodes grows no more branches: values without one share a single
+    ``OTHER_BRANCH`` leaf per split (created even then: at most one per split node).
     """
     node = 0
     last_nonempty = 0
@@ -246,14 +620,16 @@ def sort_to_leaf(T, m, xn, xc, n_classes, grow):
             code = xc[a] if a < xc.shape[0] else -1
             if code == -1:
                 nxt = heaviest_child(T, m, node, n_classes)
-            elif code < 0:
-                nxt = -1
             else:
-                nxt = find_child(T, m, node, code)
-                if nxt < 0 and grow:
-                    nxt = new_leaf(T, m, T.depth[m, node] + 1, code)
-                    T.sibling[m, nxt] = T.child[m, node]
-                    T.child[m, node] = nxt
+                nxt = find_child(T, m, node, code) if code >= 0 else -1
+                if nxt < 0 and grow and code >= 0 and T.n_nodes[m] < P.max_nodes:
+                    nxt = add_child(T, m, node, -1, code)
+                elif nxt < 0:
+                    # no branch for the value (unseen, or the tree is full): the branch the
+                    # values share once the tree has max_nodes nodes, if there is one
+                    nxt = find_child(T, m, node, OTHER_BRANCH)
+                    if nxt < 0 and grow and code >= 0:
+                        nxt = add_child(T, m, node, -1, OTHER_BRANCH)
         if nxt < 0:
             return node, last_nonempty
         node = nxt
@@ -265,39 +641,43 @@ def update_leaf(T, m, node, xn, xc, y, w, code_attr):
     # Scalar indexing throughout: numba array views cost ~5x in these hot loops.
     s = T.slot[m, node]
     T.dist[m, node, y] += w
-    cat = T.cat
     for a in range(xc.shape[0]):
         code = xc[a]
         if code >= 0:
-            before = 0.0
-            for k in range(cat.shape[3]):
-                before += cat[m, s, code, k]
-            if before == 0.0:
-                T.nvals[m, s, a] += 1
-            cat[m, s, code, y] += w
-            T.catw[m, s, a, y] += w
+            f = row_find(T, m, s, a, KEY_FEATURE)
+            if f < 0:
+                f = add_feature(T, m, s, a)
+            e = index_find(T, m, stat_key(s, code, KEY_VALUE))
+            if e < 0:  # a value new to this leaf (w > 0: a row exists iff its weight is > 0)
+                e = add_value(T, m, s, f, code)
+            T.cat[m, e, y] += w
+            T.catw[m, f, y] += w
     num = T.num
-    C = num.shape[3]
+    C = num.shape[2]
+    o_of = T.o_of
     for j in range(xn.shape[0]):
         v = xn[j]
         if not np.isnan(v):
-            wn = num[m, s, j, y, W] + w
-            d = v - num[m, s, j, y, MEAN]
-            mean = num[m, s, j, y, MEAN] + d * (w / wn)
-            num[m, s, j, y, MEAN] = mean
-            num[m, s, j, y, M2] += w * d * (v - mean)
-            num[m, s, j, y, W] = wn
-            if v < num[m, s, j, y, MIN]:
-                num[m, s, j, y, MIN] = v
-            if v > num[m, s, j, y, MAX]:
-                num[m, s, j, y, MAX] = v
+            o = o_of[m, s, j] if j < o_of.shape[2] else row_find(T, m, s, j, KEY_OBSERVER)
+            if o < 0:
+                o = add_observer(T, m, s, j)
+            wn = num[m, o, y, W] + w
+            d = v - num[m, o, y, MEAN]
+            mean = num[m, o, y, MEAN] + d * (w / wn)
+            num[m, o, y, MEAN] = mean
+            num[m, o, y, M2] += w * d * (v - mean)
+            num[m, o, y, W] = wn
+            if v < num[m, o, y, MIN]:
+                num[m, o, y, MIN] = v
+            if v > num[m, o, y, MAX]:
+                num[m, o, y, MAX] = v
             for k in range(C):
-                num[m, s, j, k, VAR] = 0.0  # stale: nb_proba recomputes it when needed
+                num[m, o, k, VAR] = 0.0  # stale: nb_proba recomputes it when needed
 
 
 @nb.njit(cache=True)
-def gaussian_cache(num, m, s, j, C):
-    """Naive-Bayes variance of every class for feature j at slot s (the unbiased weighted
+def gaussian_cache(num, m, o, C):
+    """Naive-Bayes variance of every class for the numeric observer o (the unbiased weighted
     variance) and its log. A class with zero variance (one value so far) gets VAR = -1: its
     density is 1 at that value and 0 elsewhere, MOA's GaussianEstimator rule. A feature with zero
     pooled variance is uninformative and contributes nothing."""
@@ -305,29 +685,29 @@ def gaussian_cache(num, m, s, j, C):
     pmean = 0.0
     pm2 = 0.0
     for k in range(C):
-        wk = num[m, s, j, k, W]
+        wk = num[m, o, k, W]
         if wk > 0.0:
             nw = pw + wk
-            dm = num[m, s, j, k, MEAN] - pmean
+            dm = num[m, o, k, MEAN] - pmean
             pmean += dm * wk / nw
-            pm2 += num[m, s, j, k, M2] + dm * dm * pw * wk / nw
+            pm2 += num[m, o, k, M2] + dm * dm * pw * wk / nw
             pw = nw
     if pm2 <= 0.0:
         # every observation at this leaf has the same value: the feature tells the classes
         # nothing, so its term is made exactly 0 (VAR = inf, LOGVAR = -log(2 pi))
         for k in range(C):
-            num[m, s, j, k, VAR] = np.inf
-            num[m, s, j, k, LOGVAR] = -2.0 * LOG2PI_HALF
+            num[m, o, k, VAR] = np.inf
+            num[m, o, k, LOGVAR] = -2.0 * LOG2PI_HALF
         return
     for k in range(C):
-        wk = num[m, s, j, k, W]
+        wk = num[m, o, k, W]
         if wk > 0.0:
-            var = num[m, s, j, k, M2] / (wk - 1.0) if wk > 1.0 else 0.0
+            var = num[m, o, k, M2] / (wk - 1.0) if wk > 1.0 else 0.0
             if var > 0.0:
-                num[m, s, j, k, VAR] = var
-                num[m, s, j, k, LOGVAR] = math.log(var)
+                num[m, o, k, VAR] = var
+                num[m, o, k, LOGVAR] = math.log(var)
             else:
-                num[m, s, j, k, VAR] = -1.0  # degenerate: a point mass at MEAN
+                num[m, o, k, VAR] = -1.0  # degenerate: a point mass at MEAN
 
 
 @nb.njit(cache=True)
@@ -336,19 +716,19 @@ def normal_cdf(z):
 
 
 @nb.njit(cache=True)
-def weight_below(num, m, s, j, k, t):
+def weight_below(num, m, o, k, t):
     """Estimated weight of observations <= t for one (feature, class) Gaussian estimator."""
-    w = num[m, s, j, k, W]
+    w = num[m, o, k, W]
     if w <= 0.0:
         return 0.0
-    if t < num[m, s, j, k, MIN]:
+    if t < num[m, o, k, MIN]:
         return 0.0
-    if t >= num[m, s, j, k, MAX]:
+    if t >= num[m, o, k, MAX]:
         return w
-    var = num[m, s, j, k, M2] / (w - 1.0) if w > 1.0 else 0.0
+    var = num[m, o, k, M2] / (w - 1.0) if w > 1.0 else 0.0
     if var <= 0.0:
-        return w if t >= num[m, s, j, k, MEAN] else 0.0
-    return w * normal_cdf((t - num[m, s, j, k, MEAN]) / math.sqrt(var))
+        return w if t >= num[m, o, k, MEAN] else 0.0
+    return w * normal_cdf((t - num[m, o, k, MEAN]) / math.sqrt(var))
 
 
 @nb.njit(cache=True)
@@ -392,19 +772,19 @@ def merit_binary(pre_imp, pre_w, lr, n, criterion, min_frac):
 
 
 @nb.njit(cache=True)
-def best_numeric_split(T, P, m, node, j, n_classes, pre_imp, pre_w, lr, best_lhs):
-    """Best threshold for numeric feature j (MOA's Gaussian observer: n_split_points equally
-    spaced candidates between the smallest and largest value seen). Returns (merit, threshold)."""
-    s = T.slot[m, node]
+def best_numeric_split(T, P, m, o, n_classes, pre_imp, pre_w, lr, best_lhs):
+    """Best threshold for the numeric feature of observer o (MOA's Gaussian observer:
+    n_split_points equally spaced candidates between the smallest and largest value seen).
+    Returns (merit, threshold)."""
     lo = np.inf
     hi = -np.inf
     num = T.num
     for k in range(n_classes):
-        if num[m, s, j, k, W] > 0.0:
-            if num[m, s, j, k, MIN] < lo:
-                lo = num[m, s, j, k, MIN]
-            if num[m, s, j, k, MAX] > hi:
-                hi = num[m, s, j, k, MAX]
+        if num[m, o, k, W] > 0.0:
+            if num[m, o, k, MIN] < lo:
+                lo = num[m, o, k, MIN]
+            if num[m, o, k, MAX] > hi:
+                hi = num[m, o, k, MAX]
     best = -np.inf
     best_t = 0.0
     if not (lo < hi):
@@ -415,9 +795,9 @@ def best_numeric_split(T, P, m, node, j, n_classes, pre_imp, pre_w, lr, best_lhs
         if not (t > lo and t < hi):
             continue
         for k in range(n_classes):
-            b = weight_below(num, m, s, j, k, t)
+            b = weight_below(num, m, o, k, t)
             lr[0, k] = b
-            lr[1, k] = num[m, s, j, k, W] - b
+            lr[1, k] = num[m, o, k, W] - b
         mer = merit_binary(pre_imp, pre_w, lr, n_classes, P.criterion, P.min_branch_frac)
         if mer > best:
             best = mer
@@ -428,32 +808,29 @@ def best_numeric_split(T, P, m, node, j, n_classes, pre_imp, pre_w, lr, best_lhs
 
 
 @nb.njit(cache=True)
-def categorical_merits(T, P, m, node, n_classes, code_attr, pre_imp, pre_w, out):
-    """Merit of the multiway split on every categorical feature, written to ``out[a]``."""
-    s = T.slot[m, node]
-    A = T.catw.shape[2]
-    n_codes = code_attr.shape[0]
-    tot = np.zeros(A)
-    post = np.zeros(A)
-    nbig = np.zeros(A, dtype=np.int64)
-    for a in range(A):
-        for k in range(n_classes):
-            tot[a] += T.catw[m, s, a, k]
-    cat = T.cat[m, s]  # [K, C]: one view per call
-    for code in range(n_codes):
-        a = code_attr[code]
+def categorical_merit(T, P, m, f, n_classes, pre_imp, pre_w):
+    """Merit of the multiway split on the categorical feature of feature row f (its values
+    summed in code order)."""
+    tot = 0.0
+    for k in range(n_classes):
+        tot += T.catw[m, f, k]
+    list_sort(T.v_next, T.v_code, T.v_head, T.v_tail, T.v_pend, m, f)
+    cat = T.cat[m]  # [E, C]: one view per call
+    post = 0.0
+    nbig = 0
+    e = T.v_head[m, f]
+    while e >= 0:
         w = 0.0
         for k in range(n_classes):
-            w += cat[code, k]
+            w += cat[e, k]
         if w > 0.0:
-            post[a] += impurity(cat, code, n_classes, P.criterion)
-            if w >= P.min_branch_frac * tot[a]:
-                nbig[a] += 1
-    for a in range(A):
-        if tot[a] <= 0.0 or nbig[a] < 2:
-            out[a] = -np.inf
-        else:
-            out[a] = pre_imp / pre_w - post[a] / tot[a]
+            post += impurity(cat, e, n_classes, P.criterion)
+            if w >= P.min_branch_frac * tot:
+                nbig += 1
+        e = T.v_next[m, e]
+    if tot <= 0.0 or nbig < 2:
+        return -np.inf
+    return pre_imp / pre_w - post / tot
 
 
 @nb.njit(cache=True)
@@ -477,32 +854,36 @@ def best_splits(T, P, m, node, n_classes, code_attr, split_lhs):
     pre_imp = impurity(T.dist[m], node, n_classes, P.criterion)
     lr = np.empty((2, n_classes))
     cand_lhs = np.empty(n_classes)
-    J = T.num.shape[2]
-    for j in range(J):
-        mer, t = best_numeric_split(T, P, m, node, j, n_classes, pre_imp, pre_w, lr, cand_lhs)
+    s = T.slot[m, node]
+    # the features the leaf saw, in feature order (ties go to the first, as over a dense block)
+    list_sort(T.o_next, T.o_attr, T.o_head, T.o_tail, T.o_pend, m, s)
+    o = T.o_head[m, s]
+    while o >= 0:
+        mer, t = best_numeric_split(T, P, m, o, n_classes, pre_imp, pre_w, lr, cand_lhs)
         if mer > best:
             second = best
             best = mer
             bkind = NUMERIC_SPLIT
-            battr = j
+            battr = T.o_attr[m, o]
             bthr = t
             for k in range(n_classes):
                 split_lhs[k] = cand_lhs[k]
         elif mer > second:
             second = mer
-    A = T.catw.shape[2]
-    merits = np.empty(A)
-    categorical_merits(T, P, m, node, n_classes, code_attr, pre_imp, pre_w, merits)
-    for a in range(A):
-        mer = merits[a]
+        o = T.o_next[m, o]
+    list_sort(T.f_next, T.f_attr, T.f_head, T.f_tail, T.f_pend, m, s)
+    f = T.f_head[m, s]
+    while f >= 0:
+        mer = categorical_merit(T, P, m, f, n_classes, pre_imp, pre_w)
         if mer > best:
             second = best
             best = mer
             bkind = CATEGORICAL_SPLIT
-            battr = a
+            battr = T.f_attr[m, f]
             bthr = 0.0
         elif mer > second:
             second = mer
+        f = T.f_next[m, f]
     return best, second, bkind, battr, bthr
 
 
@@ -560,41 +941,40 @@ def nb_proba(T, m, node, xn, xc, n_classes, out):
         for k in range(n_classes):
             out[k] = 0.0
         return False
-    A = min(xc.shape[0], T.catw.shape[2])
-    for a in range(A):
+    for a in range(xc.shape[0]):
         code = xc[a]
         if code < 0:
             continue
-        V = T.nvals[m, s, a]
-        if V == 0:
+        f = row_find(T, m, s, a, KEY_FEATURE)
+        if f < 0:
             continue  # feature never observed at this leaf
-        seen = 0.0
-        for k in range(n_classes):
-            seen += cat[m, s, code, k]
-        if seen <= 0.0:
+        V = T.nvals[m, f]
+        e = index_find(T, m, stat_key(s, code, KEY_VALUE))
+        if e < 0:
             continue  # value never learned at this leaf: skipped, like an unseen value
         for k in range(n_classes):
             if dist[m, node, k] > 0.0:
-                logp[k] += math.log((cat[m, s, code, k] + 1.0) / (T.catw[m, s, a, k] + V))
+                logp[k] += math.log((cat[m, e, k] + 1.0) / (T.catw[m, f, k] + V))
     num = T.num
-    J = min(xn.shape[0], num.shape[2])
-    for j in range(J):
+    o_of = T.o_of
+    for j in range(xn.shape[0]):
         v = xn[j]
         if np.isnan(v):
             continue
+        o = o_of[m, s, j] if j < o_of.shape[2] else row_find(T, m, s, j, KEY_OBSERVER)
+        if o < 0:
+            continue  # feature never observed at this leaf
         for k in range(n_classes):
-            if dist[m, node, k] <= 0.0 or num[m, s, j, k, W] <= 0.0:
+            if dist[m, node, k] <= 0.0 or num[m, o, k, W] <= 0.0:
                 continue
-            if num[m, s, j, k, VAR] == 0.0:
-                gaussian_cache(num, m, s, j, num.shape[3])
-            z = v - num[m, s, j, k, MEAN]
-            if num[m, s, j, k, VAR] < 0.0:  # point mass: density 1 at the value, 0 elsewhere
+            if num[m, o, k, VAR] == 0.0:
+                gaussian_cache(num, m, o, num.shape[2])
+            z = v - num[m, o, k, MEAN]
+            if num[m, o, k, VAR] < 0.0:  # point mass: density 1 at the value, 0 elsewhere
                 if z != 0.0:
                     logp[k] = -np.inf
                 continue
-            logp[k] += (
-                -0.5 * z * z / num[m, s, j, k, VAR] - 0.5 * num[m, s, j, k, LOGVAR] - LOG2PI_HALF
-            )
+            logp[k] += -0.5 * z * z / num[m, o, k, VAR] - 0.5 * num[m, o, k, LOGVAR] - LOG2PI_HALF
     mx = -np.inf
     for k in range(n_classes):
         if logp[k] > mx:
@@ -626,20 +1006,21 @@ def stump_apply(T, m, node, xn, xc, n_classes, bkind, battr, bthr, out):
     """The class distribution of x's branch of the split ``(bkind, battr, bthr)``."""
     s = T.slot[m, node]
     if bkind == NUMERIC_SPLIT and battr < xn.shape[0] and not np.isnan(xn[battr]):
+        o = row_find(T, m, s, battr, KEY_OBSERVER)
         tmp = np.empty(n_classes)
         for k in range(n_classes):
-            b = weight_below(T.num, m, s, battr, k, bthr)
-            tmp[k] = b if xn[battr] <= bthr else T.num[m, s, battr, k, W] - b
+            b = weight_below(T.num, m, o, k, bthr)
+            tmp[k] = b if xn[battr] <= bthr else T.num[m, o, k, W] - b
         if normalize_into(tmp, n_classes, out):
             return True
     elif bkind == CATEGORICAL_SPLIT and battr < xc.shape[0] and xc[battr] >= 0:
-        code = xc[battr]
-        tot = 0.0
-        for k in range(n_classes):
-            tot += T.cat[m, s, code, k]
-        if tot > 0.0:
+        e = index_find(T, m, stat_key(s, xc[battr], KEY_VALUE))
+        if e >= 0:  # a value row exists only with weight > 0
+            tot = 0.0
             for k in range(n_classes):
-                out[k] = T.cat[m, s, code, k] / tot
+                tot += T.cat[m, e, k]
+            for k in range(n_classes):
+                out[k] = T.cat[m, e, k] / tot
             return True
     return normalize_node(T, m, node, n_classes, out)
 
@@ -706,7 +1087,7 @@ def tree_proba(T, P, m, xn, xc, n_classes, code_attr, out, hint):
 
     ``hint`` ([M, 2]) receives (leaf, naive-Bayes argmax) when naive Bayes was computed; callers
     reset ``hint[:, 0] = -1`` before each new example."""
-    node, last = sort_to_leaf(T, m, xn, xc, n_classes, False)
+    node, last = sort_to_leaf(T, P, m, xn, xc, n_classes, False)
     if T.kind[m, node] == LEAF:
         tot = 0.0
         for k in range(n_classes):
@@ -770,44 +1151,32 @@ def attempt_split(T, P, m, node, n_classes, code_attr):
             return
         left = new_leaf(T, m, depth + 1, 0)
         right = new_leaf(T, m, depth + 1, 1)
+        o = row_find(T, m, s, battr, KEY_OBSERVER)
         for k in range(n_classes):  # both children from the feature's observer, as MOA
             b = lhs[k]
-            rest = T.num[m, s, battr, k, W] - b
+            rest = T.num[m, o, k, W] - b
             T.dist[m, left, k] = b
             T.dist[m, right, k] = rest if rest > 0.0 else 0.0
         T.child[m, node] = left
         T.sibling[m, left] = right
     else:
-        n_children = 0
-        for code in range(code_attr.shape[0]):
-            if code_attr[code] == battr:
-                w = 0.0
-                for k in range(n_classes):
-                    w += T.cat[m, s, code, k]
-                if w > 0.0:
-                    n_children += 1
+        f = row_find(T, m, s, battr, KEY_FEATURE)
+        n_children = T.nvals[m, f]  # value rows of the leaf (each has weight > 0)
         if T.n_nodes[m] + n_children > P.max_nodes:
             return
+        T.kind[m, node] = CATEGORICAL_SPLIT  # before add_child, which indexes the children
         prev = -1
-        for code in range(code_attr.shape[0]):
-            if code_attr[code] != battr:
-                continue
-            w = 0.0
+        e = T.v_head[m, f]  # sorted by code (categorical_merit merged the pending ones)
+        while e >= 0:
+            c = add_child(T, m, node, prev, T.v_code[m, e])
             for k in range(n_classes):
-                w += T.cat[m, s, code, k]
-            if w <= 0.0:
-                continue
-            c = new_leaf(T, m, depth + 1, code)
-            for k in range(n_classes):
-                T.dist[m, c, k] = T.cat[m, s, code, k]
-            if prev < 0:
-                T.child[m, node] = c
-            else:
-                T.sibling[m, prev] = c
+                T.dist[m, c, k] = T.cat[m, e, k]
             prev = c
+            e = T.v_next[m, e]
     T.kind[m, node] = bkind
     T.attr[m, node] = battr
     T.thr[m, node] = bthr
+    release_slot(T, m, s)
     T.free[m, T.n_free[m]] = s
     T.n_free[m] += 1
     T.slot[m, node] = -1
@@ -819,7 +1188,7 @@ def tree_learn(T, P, m, xn, xc, y, w, n_classes, code_attr, scratch, hint):
 
     ``hint[m]`` may hold (leaf, naive-Bayes argmax) computed by ``tree_proba`` on this same
     example and unchanged state; it is used instead of recomputing, then invalidated."""
-    node, _ = sort_to_leaf(T, m, xn, xc, n_classes, True)
+    node, _ = sort_to_leaf(T, P, m, xn, xc, n_classes, True)
     s = T.slot[m, node]
     if P.leaf_prediction == PRED_NBA:
         if argmax_node(T, m, node, n_classes) == y:

@@ -12,10 +12,12 @@ from ._bank import TreeBank
 from ._tree import TreeParams
 from .base import Features, Label, ManyMixin, RiverEstimator, check_weights
 from .encoded import EncodedRows
+from .limits import Limits
 from .schema import Schema
 
 STATE_FORMAT = "chorus-state"
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: sparse leaf statistics
+READABLE_VERSIONS = (1, 2)  # version 1 (dense leaf blocks) is converted on load
 
 _CRITERIA = {"info_gain": _tree.CRIT_INFO_GAIN, "gini": _tree.CRIT_GINI}
 _LEAF_PRED = {"mc": _tree.PRED_MC, "nb": _tree.PRED_NB, "nba": _tree.PRED_NBA}
@@ -41,18 +43,28 @@ class NativeLearner(ManyMixin, RiverEstimator):
     ``river.base.MiniBatchClassifier`` (see ``learners.base.RiverEstimator``).
     """
 
-    _param_names: tuple[str, ...] = ()
+    _param_names: tuple[str, ...] = ("limits",)
+    limits: Limits | dict | None = None
 
     def __init__(self) -> None:
-        self._bank = TreeBank(self._tree_params(), 1)
+        self._bank = TreeBank(self._tree_params(), 1, limits=self._limits())
+
+    def _limits(self) -> Limits:
+        """The learner's limits (``limits`` as given: ``None``, a dict or ``Limits``)."""
+        return Limits.coerce(self.limits)
 
     # ---------------------------------------------------------------- configuration
     def _tree_params(self) -> TreeParams:
         raise NotImplementedError
 
     def params(self) -> dict[str, Any]:
-        """Constructor arguments, as given."""
-        return {name: getattr(self, name) for name in self._param_names}
+        """Constructor arguments, as given (``limits`` as a dict, left out when ``None``)."""
+        out = {name: getattr(self, name) for name in self._param_names}
+        if out.get("limits") is None:
+            out.pop("limits", None)
+        elif isinstance(out["limits"], Limits):
+            out["limits"] = out["limits"].to_dict()
+        return out
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
@@ -150,7 +162,7 @@ class NativeLearner(ManyMixin, RiverEstimator):
         if h.get("type") != cls.__name__:
             raise ValueError(f"state is for {h.get('type')!r}, not {cls.__name__}")
         obj = cls(**h["params"])
-        obj._bank.schema = Schema.from_header(h["schema"])
+        obj._bank.schema = Schema.from_header(h["schema"], obj._bank.limits)
         obj._bank.load_arrays(state["arrays"])
         obj._bank.fit_schema()
         obj._bank.n_seen = int(h.get("n_seen", 0))
@@ -189,9 +201,13 @@ class HoeffdingTree(NativeLearner):
     max_depth
         Leaves at this depth stop splitting (``None`` for no limit).
     max_nodes
-        Size cap: once a tree has this many nodes its leaves stop splitting.
+        Size cap: once a tree has this many nodes its leaves stop splitting and it grows no new
+        branches (values without a branch share one "other" branch per split).
     n_split_points
         Candidate thresholds per numeric feature.
+    limits
+        The model's :class:`~learners.limits.Limits` (a dict of some of its fields, or ``None``
+        for the defaults); ``limits["max_nodes"]`` caps ``max_nodes``.
 
     Examples
     --------
@@ -209,7 +225,7 @@ class HoeffdingTree(NativeLearner):
     """
 
     _param_names = ("grace_period", "delta", "tau", "split_criterion", "leaf_prediction",
-                    "nb_threshold", "max_depth", "max_nodes", "n_split_points")  # fmt: skip
+                    "nb_threshold", "max_depth", "max_nodes", "n_split_points", "limits")  # fmt: skip
 
     def __init__(
         self,
@@ -223,6 +239,7 @@ class HoeffdingTree(NativeLearner):
         max_depth: int | None = None,
         max_nodes: int = 5000,
         n_split_points: int = 10,
+        limits: Limits | dict | None = None,
     ):
         _check_positive("grace_period", grace_period)
         if not (isinstance(delta, int | float) and 0 < delta < 1):
@@ -244,6 +261,7 @@ class HoeffdingTree(NativeLearner):
         self.max_depth = max_depth
         self.max_nodes = max_nodes
         self.n_split_points = n_split_points
+        self.limits = limits
         super().__init__()
 
     def _tree_params(self) -> TreeParams:
@@ -302,10 +320,19 @@ class NaiveBayes(NativeLearner):
     >>> nb.predict_one({"colour": "red", "size": 1.1})
     'cherry'
 
+    Parameters
+    ----------
+    limits
+        The model's :class:`~learners.limits.Limits` (dict, ``Limits`` or ``None``: defaults).
+
     References
     ----------
     Oza, N. C. (2001). Online Ensemble Learning, §3.3 (lossless online naive Bayes).
     """
+
+    def __init__(self, *, limits: Limits | dict | None = None):
+        self.limits = limits
+        super().__init__()
 
     def _tree_params(self) -> TreeParams:
         return _leaf_only_params(_tree.PRED_NB)
@@ -324,6 +351,8 @@ class DecisionStump(NativeLearner):
     ----------
     split_criterion
         ``"info_gain"`` or ``"gini"``.
+    limits
+        The model's :class:`~learners.limits.Limits` (dict, ``Limits`` or ``None``: defaults).
 
     Examples
     --------
@@ -336,7 +365,7 @@ class DecisionStump(NativeLearner):
     'no'
     """
 
-    _param_names = ("split_criterion",)
+    _param_names = ("split_criterion", "limits")
 
     def _unit_test_skips(self) -> set[str]:
         # The split is chosen among tied merits by feature order (first appearance), and on
@@ -344,9 +373,10 @@ class DecisionStump(NativeLearner):
         # features shuffled can predict with another, equally good, split.
         return {"check_shuffle_features_no_impact"}
 
-    def __init__(self, split_criterion: str = "info_gain"):
+    def __init__(self, split_criterion: str = "info_gain", *, limits: Limits | dict | None = None):
         _check_choice("split_criterion", split_criterion, _CRITERIA)
         self.split_criterion = split_criterion
+        self.limits = limits
         super().__init__()
 
     def _tree_params(self) -> TreeParams:

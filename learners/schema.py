@@ -6,7 +6,10 @@ a column in the numeric block, categorical ones a column in the categorical bloc
 
 Encoding for learning may extend the schema; encoding for prediction never does (an unseen category
 encodes as ``UNSEEN``). A failed encoding rolls back whatever it added, so a rejected example leaves
-no trace in the model (important for exact replay of the durable log).
+no trace in the model (important for exact replay of the durable log). Growth is bounded by the
+model's :class:`~learners.limits.Limits` (features, values per feature, classes): beyond them
+encoding raises ``LimitError``, or, with ``over_limit="other"``, maps a categorical feature's
+further values to one shared "other" code.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from typing import Any
 import numpy as np
 
 from .base import argmax_label
+from .limits import LimitError, Limits
+
+_UNCHECKED = Limits(max_features=1 << 62, max_values=1 << 62, max_classes=1 << 62)
 
 MISSING = -1
 UNSEEN = -2
@@ -76,9 +82,10 @@ def category_text(name: str, v: Any) -> tuple[int, Any]:
 
 
 class Schema:
-    """Name <-> code maps for one model."""
+    """Name <-> code maps for one model, within ``limits`` (defaults: ``Limits()``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
         self.num_names: list[str] = []
         self.num_index: dict[str, int] = {}
         self.cat_names: list[str] = []
@@ -92,6 +99,8 @@ class Schema:
         self._fast: dict[str, tuple[int, int]] = {}  # name -> (0 numeric | 1 categorical, index)
         self._code_attr_arr: np.ndarray | None = None
         self._max_values = 0
+        self._other: dict[int, int] = {}  # categorical feature -> its "other" code
+        self.text_bytes = 0  # characters of the names, values and labels held
 
     # ----------------------------------------------------------------- declarations
     def declare(self, features: dict[str, str] | None = None, classes: list | None = None) -> None:
@@ -115,6 +124,11 @@ class Schema:
         return None
 
     def _add_feature(self, name: str, kind: str) -> None:
+        limit = self.limits.max_features
+        if len(self.num_names) + len(self.cat_names) >= limit:
+            raise LimitError("max_features", limit, "features", f"the model has {limit:,} "
+                             f"features, no room for {name[:100]!r}", feature=name)  # fmt: skip
+        self.text_bytes += len(name)
         if kind == NUMERIC:
             self._fast[name] = (0, len(self.num_names))
             self.num_index[name] = len(self.num_names)
@@ -139,7 +153,11 @@ class Schema:
         n_num, n_cat, n_codes, n_cls = mark
         self._code_attr_arr = None
         for code in range(n_codes, len(self.code_attr)):
-            del self.cat_values[self.code_attr[code]][self.code_value[code]]
+            a = self.code_attr[code]
+            if self._other.get(a) == code:
+                del self._other[a]
+            else:
+                del self.cat_values[a][self.code_value[code]]
         del self.code_attr[n_codes:]
         del self.code_value[n_codes:]
         for name in self.num_names[n_num:]:
@@ -151,10 +169,16 @@ class Schema:
             del self._fast[name]
         del self.cat_names[n_cat:]
         del self.cat_values[n_cat:]
-        self._max_values = max((len(v) for v in self.cat_values), default=0)
+        self._max_values = max((self._n_values(a) for a in range(n_cat)), default=0)
         for y in self.classes[n_cls:]:
             del self.class_index[y]
         del self.classes[n_cls:]
+        self.text_bytes = (sum(map(len, self.num_names)) + sum(map(len, self.cat_names))
+                           + sum(map(len, self.code_value)) + sum(len(str(y)) for y in self.classes))  # fmt: skip
+
+    def _n_values(self, a: int) -> int:
+        """Codes of categorical feature a (its values, and its "other" code if it has one)."""
+        return len(self.cat_values[a]) + (a in self._other)
 
     # ----------------------------------------------------------------- encoding
     @property
@@ -194,6 +218,11 @@ class Schema:
                 if not grow:
                     return -1
                 code = len(self.classes)
+                limit = self.limits.max_classes
+                if code >= limit:
+                    raise LimitError("max_classes", limit, "label", f"the model has {limit:,} "
+                                     f"classes, no room for label {str(y)[:100]!r}")  # fmt: skip
+                self.text_bytes += len(str(y))
                 self.classes.append(y)
                 self.class_index[y] = code
         return code
@@ -247,12 +276,35 @@ class Schema:
         return arr
 
     def _new_code(self, a: int, value: str) -> int:
-        code = len(self.code_attr)
-        self._max_values = max(self._max_values, len(self.cat_values[a]) + 1)
+        limit = self.limits.max_values
+        if len(self.cat_values[a]) >= limit:
+            name = self.cat_names[a]
+            if self.limits.over_limit == "reject":
+                raise LimitError("max_values", limit, f"features.{name}",
+                                 f"categorical feature {name!r} has {limit:,} values, no room "
+                                 f"for {value[:100]!r}", feature=name)  # fmt: skip
+            code = self._other.get(a)
+            if code is None:
+                code = self._add_code(a, "")
+                self._other[a] = code
+            return code
+        code = self._add_code(a, value)
         self.cat_values[a][value] = code
+        self.text_bytes += len(value)
+        return code
+
+    def _add_code(self, a: int, value: str) -> int:
+        code = len(self.code_attr)
+        self._max_values = max(self._max_values, self._n_values(a) + 1)
         self.code_attr.append(a)
         self.code_value.append(value)
         return code
+
+    def _unknown_code(self, a: int, value: str, grow: bool) -> int:
+        """Code of a value of feature a that is not in ``cat_values``."""
+        if grow:
+            return self._new_code(a, value)
+        return self._other.get(a, UNSEEN)  # an over-limit value is an "other" value
 
     def _encode_row(self, x: dict, grow: bool) -> tuple[list, list, bool]:
         """One row as (numeric values with NaN, category codes) lists, in schema order, and
@@ -280,7 +332,7 @@ class Schema:
                     code = self.cat_values[idx].get(v)
                     if code is None:
                         known = False
-                        code = self._new_code(idx, v) if grow else UNSEEN
+                        code = self._unknown_code(idx, v, grow)
                     cat[idx] = code
                     continue
             known = False
@@ -298,7 +350,7 @@ class Schema:
                 if a >= 0:
                     code = self.cat_values[a].get(val)
                     if code is None:
-                        code = self._new_code(a, val) if grow else UNSEEN
+                        code = self._unknown_code(a, val, grow)
                     if a >= len(cat):
                         cat.extend([MISSING] * (a + 1 - len(cat)))
                     cat[a] = code
@@ -357,21 +409,30 @@ class Schema:
             "code_value": list(self.code_value),
             "classes": list(self.classes),
             "declared": dict(self.declared),
+            "other": sorted(self._other.values()),
         }
 
     @classmethod
-    def from_header(cls, h: dict) -> Schema:
-        s = cls()
+    def from_header(cls, h: dict, limits: Limits | None = None) -> Schema:
+        """The schema of ``to_header()``, under ``limits`` (what it holds already is kept even
+        if over them)."""
+        s = cls(_UNCHECKED)
         for name in h["numeric"]:
             s._add_feature(name, NUMERIC)
         for name in h["categorical"]:
             s._add_feature(name, CATEGORICAL)
-        for a, v in zip(h["code_attr"], h["code_value"], strict=True):
-            s._new_code(a, v)
+        other = set(h.get("other", ()))
+        for code, (a, v) in enumerate(zip(h["code_attr"], h["code_value"], strict=True)):
+            if code in other:
+                s._other[a] = s._add_code(a, v)
+            else:
+                s._new_code(a, v)
         for y in h["classes"]:
             s.class_index[y] = len(s.classes)
             s.classes.append(y)
+            s.text_bytes += len(str(y))
         s.declared = dict(h.get("declared", {}))
+        s.limits = limits or Limits()
         return s
 
     def best_classes(self, out: np.ndarray) -> np.ndarray:

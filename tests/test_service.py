@@ -235,6 +235,22 @@ def test_learn_422_feature_type_mismatch_leaves_no_trace(client):
     assert _stream(client, 1, start=10)[0]["seq"] == 11
 
 
+def test_learn_422_over_a_limit_names_it_and_leaves_no_trace(client):
+    r = client.post("/models", json={**SPEC, "limits": {"max_values": 3, "max_classes": 2}})
+    assert r.status_code == 201, r.text
+    _stream(client, 10)  # colors red, green, blue: 3 values; labels hi, lo
+    r = client.post("/learn", json={"model": "m", "features": {"color": "teal"}, "label": "lo"})
+    assert r.status_code == 422
+    assert "features.color" in r.json()["detail"] and "max_values" in r.json()["detail"]
+    r = client.post("/learn", json={"model": "m", "features": {"x": 1.0}, "label": "mid"})
+    assert r.status_code == 422
+    assert r.json()["detail"].startswith("label") and "max_classes" in r.json()["detail"]
+    d = client.get("/models/m").json()
+    assert d["n_seen"] == 10 and d["seq"] == 10 and d["spec"]["limits"]["max_values"] == 3
+    r = client.post("/models", json={**SPEC, "name": "m2", "limits": {"max_colours": 3}})
+    assert r.status_code == 422 and "max_colours" in r.json()["detail"]
+
+
 def test_learn_422_malformed_json(client):
     r = client.post("/learn", content=b"{not json", headers={"content-type": "application/json"})
     assert r.status_code == 422

@@ -97,6 +97,11 @@ class ModelCreate(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     features: dict[str, Literal["numeric", "categorical"]] | None = None
     classes: list[Label] | None = None
+    limits: dict[str, int | str] | None = Field(
+        None,
+        description="Per-model limits (engine defaults for the ones left out): max_features, "
+        "max_values, max_classes, max_nodes, max_state_bytes, over_limit ('reject' | 'other')",
+    )
 
 
 class Metrics(BaseModel):

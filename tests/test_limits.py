@@ -1,0 +1,177 @@
+"""Bounded models (issue 11): hostile input gives a result or a clear error, never a crash; state
+grows at most linearly with the examples; limits are enforced before anything is learned."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ensembles import OnlineBagging, OnlineBoosting, Single, build_model, load_state
+from learners import DecisionStump, HoeffdingTree, LimitError, Limits, NaiveBayes
+
+SMALL = {"max_features": 12, "max_values": 25, "max_classes": 6, "max_nodes": 60,
+         "max_state_bytes": 400_000}  # fmt: skip
+MODELS = {
+    "single_ht": lambda lim: Single(HoeffdingTree(grace_period=10), limits=lim),
+    "bagging_ht": lambda lim: OnlineBagging(
+        HoeffdingTree(grace_period=10), n_models=3, seed=1, limits=lim
+    ),  # fmt: skip
+    "bagging_nb": lambda lim: OnlineBagging(NaiveBayes(), n_models=3, seed=2, limits=lim),
+    "boosting_stump": lambda lim: OnlineBoosting(DecisionStump(), n_models=3, seed=3, limits=lim),
+    "ht": lambda lim: HoeffdingTree(grace_period=10, limits=lim),
+}
+
+names = st.one_of(st.sampled_from(["a", "b", "c", "é", "日本", ""]), st.text(max_size=30),
+                  st.sampled_from("xyz").map(lambda c: c * 10_000))  # fmt: skip
+values = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(
+        lambda v: v if not math.isfinite(v) else max(-1e100, min(1e100, v))
+    ),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.booleans(),
+    st.none(),
+    st.sampled_from(["red", "green", "blue", "ünï", "\x00", ""]),
+    st.text(max_size=20),
+    st.sampled_from("ab").map(lambda c: c * 10_000 + "é"),
+)
+examples = st.tuples(st.dictionaries(names, values, max_size=8),
+                     st.one_of(st.integers(0, 20), st.sampled_from(["yes", "no", "ø"]),
+                               st.booleans()))  # fmt: skip
+
+
+def _check_proba(p: dict) -> None:
+    assert isinstance(p, dict)
+    if p:
+        assert all(0.0 <= v <= 1.0 for v in p.values())
+        assert math.isclose(sum(p.values()), 1.0, rel_tol=1e-9)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stream=st.lists(examples, min_size=1, max_size=15))
+def test_hostile_streams_give_results_or_clear_errors(name, stream):
+    model = MODELS[name](SMALL)
+    for x, y in stream:
+        before = model.to_state()["header"]
+        try:
+            p = model.predict_learn_one(x, y)
+        except ValueError as exc:  # FeatureTypeError, LabelError, LimitError: nothing learned
+            assert str(exc)
+            assert model.to_state()["header"] == before
+            continue
+        _check_proba(p)
+    again = load_state(model.to_state())
+    probe = {"a": 0.5, "b": "red"}
+    try:
+        assert again.predict_proba_one(probe) == model.predict_proba_one(probe)
+    except ValueError:
+        pass  # a probe of the wrong kind for the features the model saw
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(50, 400))
+def test_state_round_trip_after_random_streams(seed, n):
+    import random
+
+    rng = random.Random(seed)
+
+    def ex(i: int) -> tuple[dict, str]:
+        x = {"n": rng.random(), "c": f"v{rng.randrange(50)}", f"f{rng.randrange(5)}": rng.random()}
+        return x, "abc"[(i + (x["n"] > 0.5)) % 3]
+
+    data = [ex(i) for i in range(n + 100)]
+    a = OnlineBagging(HoeffdingTree(grace_period=20), n_models=3, seed=seed)
+    a.learn_many([x for x, _ in data[:n]], [y for _, y in data[:n]])
+    b = load_state(a.to_state())
+    rest = data[n:]
+    assert a.predict_learn_many(*zip(*rest)) == b.predict_learn_many(*zip(*rest))
+    sa, sb = a.to_state(), b.to_state()
+    assert sa["header"] == sb["header"]
+    assert sa["arrays"].keys() == sb["arrays"].keys()
+    assert all((sa["arrays"][k] == sb["arrays"][k]).all() for k in sa["arrays"])
+
+
+def _high_cardinality(n: int, seed: int = 0):
+    """Example i: a categorical ``id`` seen once (n distinct values), two numeric features."""
+    import random
+
+    rng = random.Random(seed)
+    for i in range(n):
+        a, b = rng.random(), rng.random()
+        yield {"id": f"id{i}", "a": a, "b": b}, a + b > 1.0
+
+
+@settings(max_examples=5, deadline=None)
+@given(n=st.integers(200, 3000), seed=st.integers(0, 100))
+def test_state_grows_at_most_linearly(n, seed):
+    model = OnlineBagging(HoeffdingTree(grace_period=50), n_models=5, seed=seed)
+    data = list(_high_cardinality(n, seed))
+    model.learn_many([x for x, _ in data], [y for _, y in data])
+    # members x (a leaf and its rows per example) + the schema's strings: linear in n
+    assert model.state_bytes <= 20_000 + 5 * 1_200 * n
+
+
+def test_20000_distinct_values_keep_state_small():
+    """20,000 distinct values of one feature, 5 trees: dense per-leaf blocks over the vocabulary
+    took members x leaves x 20,000 x classes x 8 bytes (> 30 MB with 20 leaves); sparse rows
+    take what the leaves saw."""
+    model = OnlineBagging(HoeffdingTree(grace_period=50, max_nodes=200), n_models=5, seed=1)
+    data = list(_high_cardinality(20_000))
+    model.learn_many([x for x, _ in data], [y for _, y in data])
+    assert len(model._bank.schema.cat_values[0]) == 20_000
+    assert model.state_bytes < 8_000_000
+    assert model.predict_one({"id": "id5", "a": 0.9, "b": 0.9}) is True
+
+
+def test_limits_are_checked_before_learning():
+    model = OnlineBagging(HoeffdingTree(), n_models=2, limits={"max_features": 2})
+    model.learn_one({"a": 1.0, "b": "x"}, "p")
+    header = model.to_state()["header"]
+    with pytest.raises(LimitError, match="max_features") as err:
+        model.learn_many([{"a": 2.0}, {"a": 1.0, "c": 3.0}], ["p", "q"])
+    assert err.value.field == "features" and err.value.limit == "max_features"
+    assert model.to_state()["header"] == header  # the first row was not learned either
+    with pytest.raises(LimitError, match="max_classes"):
+        Single(NaiveBayes(limits={"max_classes": 1}), limits=None).learn_many([{}, {}], ["a", "b"])
+
+
+def test_over_limit_values_share_one_other_value():
+    model = Single(DecisionStump(), limits={"max_values": 2, "over_limit": "other"})
+    for v, y in [("a", 0), ("b", 1), ("c", 2), ("d", 2), ("a", 0)]:
+        model.learn_one({"v": v}, y)
+    assert model.predict_one({"v": "zzz"}) == 2  # any value past the limit is "other"
+    assert model.predict_one({"v": "b"}) == 1
+    spec = model.spec()
+    assert spec["limits"]["over_limit"] == "other"
+    assert build_model(spec).limits == spec["limits"]
+
+
+def test_max_state_bytes_stops_learning_not_predicting():
+    model = OnlineBagging(HoeffdingTree(), n_models=2, limits={"max_state_bytes": 20_000})
+    with pytest.raises(LimitError, match="max_state_bytes") as err:
+        for i in range(5_000):
+            model.learn_one({"id": f"v{i}", "x": float(i % 7)}, i % 2)
+    assert err.value.field == "model"
+    assert model._bank.nbytes + model._bank.schema.text_bytes < 60_000  # one example past it
+    assert model.predict_proba_one({"x": 3.0})
+
+
+def test_a_full_tree_sends_values_without_a_branch_to_one_other_branch():
+    tree = HoeffdingTree(grace_period=20, max_nodes=8, tau=0.5, leaf_prediction="mc")
+    for i in range(3000):
+        c = f"c{i % 40}"
+        tree.learn_one({"c": c}, (i % 40) < 20)
+    assert tree.describe_tree()["n_nodes"] <= 8 + 1  # + the shared "other" branch
+    assert tree.predict_one({"c": "never-seen"}) in (True, False)
+
+
+def test_invalid_limits_name_the_valid_ones():
+    with pytest.raises(ValueError, match="max_colours"):
+        HoeffdingTree(limits={"max_colours": 3})
+    with pytest.raises(ValueError, match="over_limit"):
+        Limits(over_limit="drop")
+    with pytest.raises(ValueError, match="max_values"):
+        build_model({"learner": "naive_bayes", "limits": {"max_values": 0}})
