@@ -127,8 +127,8 @@ class Schema:
         limit = self.limits.max_features
         if len(self.num_names) + len(self.cat_names) >= limit:
             raise LimitError("max_features", limit, "features", f"the model has {limit:,} "
-                             f"features, no room for {name[:100]!r}", feature=name)  # fmt: skip
-        self.text_bytes += len(name)
+                             f"features, no room for {str(name)[:100]!r}", feature=name)  # fmt: skip
+        self.text_bytes += len(str(name))
         if kind == NUMERIC:
             self._fast[name] = (0, len(self.num_names))
             self.num_index[name] = len(self.num_names)
@@ -290,7 +290,7 @@ class Schema:
             return code
         code = self._add_code(a, value)
         self.cat_values[a][value] = code
-        self.text_bytes += len(value)
+        self.text_bytes += len(str(value))
         return code
 
     def _add_code(self, a: int, value: str) -> int:
