@@ -828,12 +828,13 @@ class Registry:
             raise
 
     def typed_query(self, h: Handle, params: dict[str, str]) -> dict[str, Any]:
-        """Type query-string values: declared kinds first, then numeric-looking strings -> float."""
+        """Type query-string values: declared or learned kinds first, then numeric-looking strings
+        -> float."""
         declared = h.spec.get("features") or {}
         x: dict[str, Any] = {}
         for k, v in params.items():
-            kind = declared.get(k)
-            if kind == "categorical":
+            kind = declared.get(k) or h.model.feature_kind(k)
+            if kind == "categorical":  # a learned zip code "02139" stays that text
                 x[k] = v
             elif kind == "numeric":
                 try:
