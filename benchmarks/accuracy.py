@@ -52,7 +52,20 @@ for p in (str(ROOT), str(HERE)):
 
 import peers  # noqa: E402 - the shared model factories
 
-MODELS = ("nb", "ht", "bag_ht", "boost_ht", "bag_nb")
+MODELS = (
+    "nb",
+    "ht",
+    "bag_ht",
+    "boost_ht",
+    "bag_nb",
+    "boost_nb",
+    "stump",
+    "bag_stump",
+    "boost_stump",
+)
+DEFAULT_MODELS = MODELS[
+    :5
+]  # the first table; the rest: --models boost_nb,stump,bag_stump,boost_stump
 LIBS = ("chorus", "moa", "river")
 DELTA = peers.DELTA
 UCI = ("balance", "breast_cancer", "german", "car", "chess", "nursery")
@@ -168,8 +181,10 @@ def run_stream(name: str, make: Callable[[int, int], Stream], args: argparse.Nam
             if lib in args.skip or lib in args.reused:
                 continue
             for model in args.models:
-                if lib == "river" and cats and model in ("nb", "bag_nb"):
+                if lib == "river" and cats and model in ("nb", "bag_nb", "boost_nb"):
                     continue  # river's GaussianNB is numeric-only
+                if model not in factories[lib]:
+                    continue  # river has no decision stump
                 res = loops[lib](factories[lib][model](), data[lib])
                 out[lib][model].append(res.accuracy)
         if args.verbose:
@@ -247,7 +262,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--n", type=int, default=1000, help="rows per stream (1000)")
     p.add_argument("--seeds", default="1,2,3,4,5", help="comma list of seeds (1,2,3,4,5)")
     p.add_argument("--n-models", type=int, default=10, help="ensemble size M (10)")
-    p.add_argument("--models", default=",".join(MODELS), help=f"comma list of {','.join(MODELS)}")
+    p.add_argument(
+        "--models", default=",".join(DEFAULT_MODELS), help=f"comma list of {','.join(MODELS)}"
+    )
     p.add_argument("--streams", default="", help="comma list of stream names (default: all)")
     p.add_argument("--skip", default="", help="comma list of libraries to skip: chorus,moa,river")
     p.add_argument("--reuse-peers", default="",

@@ -63,6 +63,10 @@ NAMES = {
     "bag_ht": "OzaBag(HT)",
     "boost_ht": "OzaBoost(HT)",
     "bag_nb": "OzaBag(NB)",
+    "boost_nb": "OzaBoost(NB)",  # this and the stumps: only benchmarks/accuracy.py
+    "stump": "DecisionStump",
+    "bag_stump": "OzaBag(stump)",
+    "boost_stump": "OzaBoost(stump)",
 }
 # Targets from issue 2 ("Speed and memory"): (examples per second, accuracy or None).
 TARGETS: dict[str, tuple[float, float | None]] = {
@@ -189,7 +193,10 @@ def river_factories(n_models: int, seed: int, delta: float) -> dict[str, Callabl
         "bag_nb": lambda: ensemble.BaggingClassifier(
             naive_bayes.GaussianNB(), n_models=n_models, seed=seed
         ),
-    }
+        "boost_nb": lambda: ensemble.AdaBoostClassifier(
+            naive_bayes.GaussianNB(), n_models=n_models, seed=seed
+        ),
+    }  # river has no decision stump: its stump cells stay empty
 
 
 def run_river(stream: Stream, models: Sequence[str], args: argparse.Namespace) -> dict[str, Result]:
@@ -203,6 +210,11 @@ def run_river(stream: Stream, models: Sequence[str], args: argparse.Namespace) -
 
 
 # --------------------------------------------------------------------------- MOA
+
+
+# MOA's DecisionStump with its defaults spelled out: re-chooses its split every 1000 weight
+# (Chorus's stump always predicts with the best split of everything seen so far).
+STUMP_CLI = "-g 1000 -c InfoGainSplitCriterion"
 
 
 def moa_cli(delta: float) -> str:
@@ -219,6 +231,16 @@ def moa_specs(n_models: int, delta: float) -> dict[str, tuple[str, str]]:
         "bag_ht": ("moa.classifiers.meta.OzaBag", f"-l ({ht}) -s {n_models}"),
         "boost_ht": ("moa.classifiers.meta.OzaBoost", f"-l ({ht}) -s {n_models}"),
         "bag_nb": ("moa.classifiers.meta.OzaBag", f"-l bayes.NaiveBayes -s {n_models}"),
+        "boost_nb": ("moa.classifiers.meta.OzaBoost", f"-l bayes.NaiveBayes -s {n_models}"),
+        "stump": ("moa.classifiers.trees.DecisionStump", STUMP_CLI),
+        "bag_stump": (
+            "moa.classifiers.meta.OzaBag",
+            f"-l (trees.DecisionStump {STUMP_CLI}) -s {n_models}",
+        ),
+        "boost_stump": (
+            "moa.classifiers.meta.OzaBoost",
+            f"-l (trees.DecisionStump {STUMP_CLI}) -s {n_models}",
+        ),
     }
 
 
@@ -319,8 +341,8 @@ def moa_versions() -> dict[str, str]:
 
 
 def chorus_factories(n_models: int, seed: int, delta: float) -> dict[str, Callable[[], Any]]:
+    from learners import DecisionStump, NaiveBayes
     from learners import HoeffdingTree as _HT
-    from learners import NaiveBayes
 
     def HoeffdingTree() -> Any:  # noqa: N802 - Chorus' defaults unless --delta says otherwise
         return _HT() if delta == DELTA else _HT(delta=delta)
@@ -341,6 +363,10 @@ def chorus_factories(n_models: int, seed: int, delta: float) -> dict[str, Callab
         "bag_ht": lambda: bagging(HoeffdingTree()),
         "boost_ht": lambda: boosting(HoeffdingTree()),
         "bag_nb": lambda: bagging(NaiveBayes()),
+        "boost_nb": lambda: boosting(NaiveBayes()),
+        "stump": lambda: DecisionStump(),
+        "bag_stump": lambda: bagging(DecisionStump()),
+        "boost_stump": lambda: boosting(DecisionStump()),
     }
 
 
