@@ -226,7 +226,8 @@ def tables(results: dict[str, list[dict]], args: argparse.Namespace) -> str:
                 lines.append(f"| {p['n']:,} | {p['classes']:,} | {p['s_per_1k']:.3f} | "
                              f"{mib(p['state_bytes'])} | {p['rss_mb']:,.0f} MiB |")  # fmt: skip
             else:
-                lines.append(f"| stopped after {p.get('n', '?'):,} examples "
+                n = f"{p['n']:,}" if isinstance(p.get("n"), int) else "?"
+                lines.append(f"| stopped after {n} examples "
                              f"({p.get('after_s', 0):.0f} s budget) {p.get('message', '')} | | | | |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
