@@ -88,18 +88,12 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         """Whether the model has learned (or been declared) feature ``name``; ``None`` when it
         cannot tell (a non-native base learner). A feature it does not know is ignored by
         predictions."""
-        if not self._native:
-            return None
-        s = self._bank.schema
-        return name in s.num_index or name in s.cat_index
+        return self.feature_kind(name) is not None if self._native else None
 
     def feature_kind(self, name: str) -> str | None:
         """``"numeric"`` or ``"categorical"`` for a feature the model has learned or been
         declared, else ``None`` (also for a non-native base learner, which cannot tell)."""
-        if not self._native:
-            return None
-        s = self._bank.schema
-        return "numeric" if name in s.num_index else "categorical" if name in s.cat_index else None
+        return self._bank.schema.kind_of(name) if self._native else None
 
     def declare(self, features: dict[str, str] | None = None, classes: list | None = None) -> None:
         """Pre-seed feature kinds and class labels (see docs/engine-api.md)."""

@@ -107,7 +107,7 @@ class Schema:
         for name, kind in (features or {}).items():
             if kind not in KINDS:
                 raise FeatureTypeError(name, f"kind must be one of {KINDS}, got {kind!r}")
-            have = self._kind_of(name)
+            have = self.kind_of(name)
             if have is not None and have != kind:
                 raise FeatureTypeError(name, f"already {have}, cannot declare it {kind}")
             self.declared[name] = kind
@@ -116,7 +116,8 @@ class Schema:
         for y in classes or []:
             self.class_code(y, grow=True)
 
-    def _kind_of(self, name: str) -> str | None:
+    def kind_of(self, name: str) -> str | None:
+        """``NUMERIC`` or ``CATEGORICAL`` for a known feature, else ``None``."""
         if name in self.num_index:
             return NUMERIC
         if name in self.cat_index:
