@@ -242,8 +242,8 @@ def assistant(chorus: Chorus, tmp_path: Path) -> Iterator[str]:
             proc.wait()
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[object]:
+def headless_chromium(profile: Path, *extra_args: str) -> Iterator[object]:
+    """A headless chromium driven by selenium (profile in ``profile``), quit afterwards."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -259,8 +259,9 @@ def browser(tmp_path: Path) -> Iterator[object]:
         "--disable-component-update",
         "--disable-sync",
         "--disable-dev-shm-usage",
-        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        f"--user-data-dir={profile}",
         "--window-size=1280,1000",
+        *extra_args,
     ):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -269,6 +270,11 @@ def browser(tmp_path: Path) -> Iterator[object]:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[object]:
+    yield from headless_chromium(tmp_path / "chromium-profile")
 
 
 # --------------------------------------------------------------------------- the page, driven

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from _live_server import live_server
-from test_calendar_e2e import CHROMEDRIVER, CHROMIUM, needs_browser
+from test_calendar_e2e import headless_chromium, needs_browser
 
 OPERATIONS = {"/models", "/learn", "/predict", "/readyz"}
 
@@ -37,29 +37,9 @@ def test_doc_pages_reference_only_local_assets(server):
 
 @pytest.fixture
 def offline_browser(tmp_path: Path) -> Iterator[object]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",  # the network is off
-        f"--user-data-dir={tmp_path / 'profile'}",
-        "--window-size=1280,1000",
-    ):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+    # every host name but 127.0.0.1 unresolvable: the network is off
+    rules = "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"
+    yield from headless_chromium(tmp_path / "profile", rules)
 
 
 @needs_browser
