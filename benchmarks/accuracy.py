@@ -339,18 +339,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(summary)  # noqa: T201
     print(setup)  # noqa: T201
     if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        cmd = "python benchmarks/accuracy.py " + " ".join(sys.argv[1:] if argv is None else argv)
-        out.write_text(
-            "# Accuracy: Chorus vs MOA (capymoa) vs river\n\n"
-            f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by "
-            f"`{cmd.strip()}`.\n\n"
+        peers.write_result(
+            args.out, "Accuracy: Chorus vs MOA (capymoa) vs river", "accuracy.py",
+            sys.argv[1:] if argv is None else argv,
             "Mean ± sd of prequential accuracy over seeds; `▼`/`▲`: Chorus significantly "
             "below/above the better peer (Welch t-test, p < 0.05).\n\n"
-            f"{table}\n\n**{summary}.**\n\n{setup}\n"
-        )
-        out.with_suffix(".json").write_text(json.dumps(results, indent=1))
+            f"{table}\n\n**{summary}.**\n\n{setup}\n",
+        )  # fmt: skip
+        Path(args.out).with_suffix(".json").write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -148,17 +150,21 @@ def serve(cache: str, learner: str = "hoeffding_tree") -> dict:
     return res
 
 
+def cold_then_warm(measure: Callable[[str], Any]) -> tuple[Any, Any]:
+    """``measure`` run on a fresh numba cache directory, then again on the cache it filled."""
+    cache = tempfile.mkdtemp(prefix="numba-cold-")
+    try:
+        return measure(cache), measure(cache)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", choices=["engine", "serve"], default=None)
     args = ap.parse_args()
     if args.only in (None, "engine"):
-        cache = tempfile.mkdtemp(prefix="numba-cold-")
-        try:
-            cold = engine(cache)
-            warm = engine(cache)
-        finally:
-            shutil.rmtree(cache, ignore_errors=True)
+        cold, warm = cold_then_warm(engine)
         print("## Engine, one process per column (seconds)\n")
         print("| step | cold cache | warm cache |")
         print("|---|---|---|")
@@ -177,12 +183,7 @@ def main() -> None:
                 print(f"| {name} | {s:.2f} |")
         print(f"| total (inclusive of nested) | {sum(cold['compiles'].values()):.2f} |")
     if args.only in (None, "serve"):
-        cache = tempfile.mkdtemp(prefix="numba-cold-")
-        try:
-            cold = serve(cache)
-            warm = serve(cache)
-        finally:
-            shutil.rmtree(cache, ignore_errors=True)
+        cold, warm = cold_then_warm(serve)
         print("\n## `chorus serve` on an empty store, seconds after launch\n")
         print("| event | cold numba cache | warm numba cache |")
         print("|---|---|---|")

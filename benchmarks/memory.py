@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import peers  # the shared result writer (this folder is the script's sys.path[0])
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -266,9 +268,7 @@ def main() -> None:
     text = tables(results, args)
     print(text)
     if args.out:
-        cmd = "python benchmarks/memory.py " + " ".join(argv)
-        Path(args.out).write_text(f"# Memory benchmark\n\nGenerated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
-                                  f"by `{cmd.strip()}`.\n\n{text}")  # fmt: skip
+        peers.write_result(args.out, "Memory benchmark", "memory.py", argv, text)
 
 
 if __name__ == "__main__":

@@ -174,6 +174,15 @@ def run(
     return min(runs, key=lambda r: r.seconds)
 
 
+def write_result(path: str, title: str, script: str, argv: Sequence[str], body: str) -> None:
+    """Write a benchmark's markdown result: its title, when and by which command, then ``body``."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cmd = f"python benchmarks/{script} " + " ".join(argv)
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    out.write_text(f"# {title}\n\nGenerated {when} by `{cmd.strip()}`.\n\n{body}")
+
+
 # --------------------------------------------------------------------------- river
 
 
@@ -677,18 +686,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(environment(args, load_before))  # noqa: T201
 
     if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        cmd = "python benchmarks/peers.py " + " ".join(sys.argv[1:] if argv is None else argv)
-        out.write_text(
-            "# Peer benchmark: Chorus vs river vs MOA (capymoa)\n\n"
-            f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by "
-            f"`{cmd.strip()}`.\n\n"
-            + report(results, args.models, extras, args, markdown=True)
-            + "\n\n"
-            + environment(args, load_before)
-            + "\n"
-        )
+        body = report(results, args.models, extras, args, markdown=True)
+        write_result(args.out, "Peer benchmark: Chorus vs river vs MOA (capymoa)", "peers.py",
+                     sys.argv[1:] if argv is None else argv,
+                     f"{body}\n\n{environment(args, load_before)}\n")  # fmt: skip
     if args.json:
         raw = {
             part: {k: {"accuracy": r.accuracy, "n": r.n, "wall_s": r.wall_s, "cpu_s": r.cpu_s,
