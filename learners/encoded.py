@@ -23,7 +23,7 @@ from typing import Any
 import numba as nb
 import numpy as np
 
-from .schema import MISSING, UNSEEN, Schema, normalize_label
+from .schema import MISSING, UNSEEN, Schema, feature_order, normalize_label
 
 
 @nb.njit(cache=True)
@@ -128,21 +128,26 @@ class EncodedRows:
         first_num, first_cat, first_code, first_cls = _first_seen(
             self.xn, self.xc, self.yc, rows, s.n_codes, s.n_classes
         )
-        # A schema numbers what it meets in row order, and within a row in the dict's key order.
+        # A schema numbers what it meets in row order; within a row, features by name
+        # (Schema.feature_order) and categories in the dict's key order.
         key_pos: dict[int, dict[str, int]] = {}
 
-        def in_order(items: list[int], first: np.ndarray, name: Any) -> list[int]:
-            def key(i: int) -> tuple[int, int]:
+        def in_order(items: list[int], first: np.ndarray, name: Any, by_name: bool) -> list[int]:
+            def key(i: int) -> tuple[int, Any]:
                 p = int(first[i])
+                if by_name:
+                    return p, feature_order(name(i))
                 if p not in key_pos:
                     key_pos[p] = {k: n for n, k in enumerate(self.X[rows[p]])}
                 return p, key_pos[p][name(i)]
 
             return sorted((i for i in items if first[i] >= 0), key=key)
 
-        num = in_order(list(range(s.n_num)), first_num, s.num_names.__getitem__)
-        cat = in_order(list(range(s.n_cat)), first_cat, s.cat_names.__getitem__)
-        codes = in_order(list(range(s.n_codes)), first_code, lambda c: s.cat_names[s.code_attr[c]])
+        num = in_order(list(range(s.n_num)), first_num, s.num_names.__getitem__, True)
+        cat = in_order(list(range(s.n_cat)), first_cat, s.cat_names.__getitem__, True)
+        codes = in_order(
+            list(range(s.n_codes)), first_code, lambda c: s.cat_names[s.code_attr[c]], False
+        )
         classes = sorted((c for c in range(s.n_classes) if first_cls[c] >= 0), key=first_cls.item)
         cat_pos = {a: n for n, a in enumerate(cat)}
         own = Schema.from_header({

@@ -367,12 +367,6 @@ class DecisionStump(NativeLearner):
 
     _param_names = ("split_criterion", "limits")
 
-    def _unit_test_skips(self) -> set[str]:
-        # The split is chosen among tied merits by feature order (first appearance), and on
-        # a few examples many features tie (each separates them perfectly): a stream with the
-        # features shuffled can predict with another, equally good, split.
-        return {"check_shuffle_features_no_impact"}
-
     def __init__(self, split_criterion: str = "info_gain", *, limits: Limits | dict | None = None):
         _check_choice("split_criterion", split_criterion, _CRITERIA)
         self.split_criterion = split_criterion

@@ -65,6 +65,11 @@ def normalize_label(y: Any) -> Any:
     raise LabelError(f"label {y!r}: labels must be str, int or bool, not {type(y).__name__}")
 
 
+def feature_order(name: Any) -> tuple[str, str]:
+    """The order in which the new features of one example are registered (by name)."""
+    return type(name).__name__, str(name)
+
+
 def category_text(name: str, v: Any) -> tuple[int, Any]:
     """A number given for a categorical feature is the category of its text, as a query string
     carries it: ``12`` and ``12.0`` are ``"12"``, ``True`` is ``"true"``; NaN is missing and an
@@ -337,6 +342,10 @@ class Schema:
                     cat[idx] = code
                     continue
             known = False
+            if grow and name not in self.num_index and name not in self.cat_index:
+                self._add_features_of(x)
+                num.extend([nan] * (len(self.num_names) - len(num)))
+                cat.extend([MISSING] * (len(self.cat_names) - len(cat)))
             kind, val = self._value(name, v, grow)
             if kind == 0:
                 if val is not None and math.isinf(val):
@@ -356,6 +365,18 @@ class Schema:
                         cat.extend([MISSING] * (a + 1 - len(cat)))
                     cat[a] = code
         return num, cat, known
+
+    def _add_features_of(self, x: dict) -> None:
+        """Register every feature of ``x`` the schema does not know yet, in name order.
+
+        A feature's index is its order of first appearance, and split ties go to the lower
+        index; registering the new features of one example sorted by name (not in the dict's
+        order) makes a model independent of the order of a row's keys (river's
+        ``check_shuffle_features_no_impact``).
+        """
+        new = [n for n in x if n not in self.num_index and n not in self.cat_index]
+        for name in sorted(new, key=feature_order):
+            self._value(name, x[name], True)
 
     def encode_rows(
         self, X: list[dict], grow: bool, ys: list | None = None

@@ -30,17 +30,19 @@ def streams():
 
 STREAMS = streams()
 
-# correct prequential predictions out of 2000 (first prediction counts as wrong)
+# correct prequential predictions out of 2000 (first prediction counts as wrong). The stump's
+# Agrawal rows changed (1188/1281/1163 -> 1187/1279/1154) when the new features of a row began to
+# be registered by name: merits are unchanged, ties between equally good splits go elsewhere.
 GOLDEN = {
     ("agrawal", "single", "ht"): 1277,
     ("agrawal", "single", "nb"): 1279,
-    ("agrawal", "single", "stump"): 1188,
+    ("agrawal", "single", "stump"): 1187,
     ("agrawal", "bagging", "ht"): 1296,
     ("agrawal", "bagging", "nb"): 1303,
-    ("agrawal", "bagging", "stump"): 1281,
+    ("agrawal", "bagging", "stump"): 1279,
     ("agrawal", "boosting", "ht"): 1227,
     ("agrawal", "boosting", "nb"): 1253,
-    ("agrawal", "boosting", "stump"): 1163,
+    ("agrawal", "boosting", "stump"): 1154,
     ("categorical", "single", "ht"): 1621,
     ("categorical", "single", "nb"): 1372,
     ("categorical", "single", "stump"): 1389,

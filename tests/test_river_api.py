@@ -57,8 +57,8 @@ def test_river_check_estimator(name):
     model = MODELS[name]()
     assert isinstance(model, base.Classifier)
     assert isinstance(model, base.MiniBatchClassifier) or name not in MINI_BATCH
-    # river skips nothing on its own classifiers; DecisionStump skips one check (its docstring)
-    assert model._unit_test_skips() <= {"check_shuffle_features_no_impact"}
+    # river skips nothing on its own classifiers, nor do we on ours
+    assert model._unit_test_skips() == set()
     checks.check_estimator(model)
 
 
