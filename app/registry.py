@@ -347,17 +347,17 @@ class Registry:
         self._check_ready()
         if not NAME_RE.match(name):
             raise InvalidInput(f"name: {name!r} is not a model name ({NAME_RULE})")
-        ensembles, _ = _engine()
+        ensembles, learners = _engine()
         features, classes = spec.get("features"), spec.get("classes")
         for fld, value in spec.items():
             validate.check(value, fld)
         if is_river_spec(spec):
             check_river_params(spec["learner"], dict(spec.get("params") or {}))
-        else:
-            validate.check_engine_params(dict(spec.get("params") or {}))
         try:
             model = ensembles.build_model(engine_spec(spec))
             model.declare(features=features, classes=classes)
+        except learners.ParamError as exc:  # the engine's own bounds (learners.native)
+            raise InvalidInput(f"params.{exc.param}: {exc}") from exc
         except (ValueError, TypeError, KeyError, ImportError, OverflowError) as exc:
             raise InvalidInput(f"spec: {exc}") from exc
         if is_river_spec(spec) and not self._key:

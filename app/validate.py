@@ -12,14 +12,6 @@ from typing import Any
 
 from app.errors import InvalidInput
 
-# upper bounds of the native engine's size parameters (what a request may make it allocate)
-ENGINE_PARAM_BOUNDS: dict[str, tuple[float, float]] = {
-    "max_nodes": (1, 1_000_000),
-    "max_depth": (1, 10_000),
-    "grace_period": (1, 10**9),
-    "n_split_points": (1, 10_000),
-    "nb_threshold": (0, 10**12),
-}
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 _MAX_DEPTH = 32
@@ -89,13 +81,3 @@ def _utf8(s: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-def check_engine_params(params: dict[str, Any]) -> None:
-    """Refuse native-engine size parameters outside :data:`ENGINE_PARAM_BOUNDS` (422 naming it)."""
-    for name, (lo, hi) in ENGINE_PARAM_BOUNDS.items():
-        value = params.get(name)
-        if value is None or isinstance(value, bool) or not isinstance(value, int | float):
-            continue  # absent, or a type the engine itself refuses with a clear message
-        if not lo <= value <= hi:
-            raise InvalidInput(f"params.{name}: must be between {lo:g} and {hi:g}, got {value!r}")

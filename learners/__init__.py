@@ -6,7 +6,7 @@
 from .base import Learner, argmax_label
 from .encoded import EncodedRows
 from .exact_tree import ExactTree
-from .limits import LimitError, Limits
+from .limits import LimitError, Limits, ParamError
 from .native import DecisionStump, HoeffdingTree, NaiveBayes, NativeLearner
 from .river_adapter import RiverLearner
 from .schema import FeatureTypeError, LabelError, Schema
@@ -19,6 +19,7 @@ __all__ = [
     "HoeffdingTree",
     "LabelError",
     "LimitError",
+    "ParamError",
     "Limits",
     "Learner",
     "NaiveBayes",

@@ -12,6 +12,23 @@ from typing import Any
 OVER_LIMIT_POLICIES = ("reject", "other")
 
 
+class ParamError(ValueError):
+    """A learner parameter outside what the engine accepts; ``param`` names it.
+
+    Examples
+    --------
+    >>> from learners import HoeffdingTree
+    >>> HoeffdingTree(max_nodes=10**12)
+    Traceback (most recent call last):
+    ...
+    learners.limits.ParamError: max_nodes must be a number > 0 and <= 1e+06, got 1000000000000
+    """
+
+    def __init__(self, param: str, message: str):
+        super().__init__(message)
+        self.param = param
+
+
 class LimitError(ValueError):
     """Input beyond one of a model's :class:`Limits`.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,7 @@ from ._bank import TreeBank
 from ._tree import TreeParams
 from .base import Features, Label, ManyMixin, RiverEstimator, check_weights
 from .encoded import EncodedRows
-from .limits import Limits
+from .limits import Limits, ParamError
 from .schema import Schema
 
 STATE_FORMAT = "chorus-state"
@@ -24,16 +25,28 @@ _LEAF_PRED = {"mc": _tree.PRED_MC, "nb": _tree.PRED_NB, "nba": _tree.PRED_NBA}
 _UNLIMITED = 1 << 40
 
 
+# upper bounds of the size parameters: what a model spec may make the engine count or allocate
+# (a tree's node count is capped again by ``Limits.max_nodes``)
+PARAM_BOUNDS: dict[str, float] = {
+    "grace_period": 1e9,
+    "nb_threshold": 1e12,
+    "max_depth": 1e4,
+    "max_nodes": 1e6,
+    "n_split_points": 1e4,
+}
+
+
 def _check_choice(name: str, value: Any, choices: dict | tuple) -> None:
     if value not in choices:
-        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
+        raise ParamError(name, f"{name} must be one of {sorted(choices)}, got {value!r}")
 
 
 def _check_positive(name: str, value: Any, *, allow_zero: bool = False) -> None:
     ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or value < 0 or (value == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a number {bound}, got {value!r}")
+    hi = PARAM_BOUNDS.get(name, math.inf)
+    if not ok or not value >= 0 or (value == 0 and not allow_zero) or value > hi:
+        bound = (">= 0" if allow_zero else "> 0") + ("" if hi == math.inf else f" and <= {hi:g}")
+        raise ParamError(name, f"{name} must be a number {bound}, got {value!r}")
 
 
 class NativeLearner(ManyMixin, RiverEstimator):
@@ -243,7 +256,7 @@ class HoeffdingTree(NativeLearner):
     ):
         _check_positive("grace_period", grace_period)
         if not (isinstance(delta, int | float) and 0 < delta < 1):
-            raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+            raise ParamError("delta", f"delta must be in (0, 1), got {delta!r}")
         _check_positive("tau", tau, allow_zero=True)
         _check_choice("split_criterion", split_criterion, _CRITERIA)
         _check_choice("leaf_prediction", leaf_prediction, _LEAF_PRED)

@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ensembles import OnlineBagging, OnlineBoosting, Single, build_model, load_state
-from learners import DecisionStump, HoeffdingTree, LimitError, Limits, NaiveBayes
+from learners import DecisionStump, HoeffdingTree, LimitError, Limits, NaiveBayes, ParamError
+from learners.native import PARAM_BOUNDS
 
 SMALL = {"max_features": 12, "max_values": 25, "max_classes": 6, "max_nodes": 60,
          "max_state_bytes": 400_000}  # fmt: skip
@@ -175,3 +176,15 @@ def test_invalid_limits_name_the_valid_ones():
         Limits(over_limit="drop")
     with pytest.raises(ValueError, match="max_values"):
         build_model({"learner": "naive_bayes", "limits": {"max_values": 0}})
+
+
+@pytest.mark.parametrize("param", sorted(PARAM_BOUNDS))
+@given(excess=st.floats(min_value=1.0, max_value=1e300) | st.just(math.nan))
+@settings(max_examples=20, deadline=None)
+def test_size_params_beyond_their_bound_raise_param_error(param, excess):
+    """The engine owns its parameter bounds (the service only maps ParamError to a 422)."""
+    value = excess if math.isnan(excess) else PARAM_BOUNDS[param] * (1 + excess)
+    with pytest.raises(ParamError) as err:
+        HoeffdingTree(**{param: value})
+    assert err.value.param == param and param in str(err.value)
+    HoeffdingTree(**{param: int(PARAM_BOUNDS[param])})  # the bound itself is accepted
