@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import os
 import pickle
 
 import numpy as np
@@ -44,16 +43,8 @@ MINI_BATCH = ["HoeffdingTree", "NaiveBayes", "DecisionStump", "Single(HT)", "Bag
               "Bagging(NB,average)", "Boosting(Stump)", "Boosting(river)"]  # fmt: skip
 
 
-SLOW = pytest.mark.skipif(
-    not os.environ.get("CHORUS_SLOW_TESTS"),
-    reason="ExactTree keeps every example: river's checks take ~30-60 s (CHORUS_SLOW_TESTS=1)",
-)
-
-
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=SLOW) if n == "ExactTree" else n for n in MODELS]
-)
-def test_river_check_estimator(name):
+@pytest.mark.parametrize("name", list(MODELS))
+def test_river_check_estimator(name):  # ExactTree's run takes ~15 s (it keeps every example)
     model = MODELS[name]()
     assert isinstance(model, base.Classifier)
     assert isinstance(model, base.MiniBatchClassifier) or name not in MINI_BATCH
