@@ -422,7 +422,7 @@ class _LiveProgress:
         if self.progress is None or elapsed - self._last < 0.1:
             return
         self._last = elapsed
-        acc = board.accuracy.get() if board.n_scored else None
+        acc = board.values()["accuracy"]
         self.progress.update(
             self.task,
             completed=board.n_examples,

@@ -25,14 +25,12 @@ import math
 import secrets
 import sqlite3
 import time
-from collections import Counter, deque
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import redis.exceptions
-from river import metrics as rmetrics
-from river import utils as rutils
 
 from app import snapshot as codec
 from app import validate
@@ -50,6 +48,7 @@ from app.errors import (
     SeqAhead,
     StoreUnavailable,
 )
+from app.metrics import Prequential
 from app.names import NAME_RE, NAME_RULE
 from app.river_check import check_river_params
 from app.settings import Settings
@@ -116,11 +115,9 @@ class LogGap(Exception):
     """The log does not continue where the model is (trimmed behind a newer snapshot)."""
 
 
-class ModelMetrics:
-    """Prequential accuracy, Cohen's kappa and windowed accuracy (river.metrics) of one model.
-
-    The state needed to rebuild them after a restart (confusion counts and the last ``window``
-    pairs) is kept alongside and stored in snapshots.
+class ModelMetrics(Prequential):
+    """Prequential accuracy, Cohen's kappa and windowed accuracy of one model's served predictions
+    (:class:`app.metrics.Prequential`; its state is stored in snapshots).
 
     Parameters
     ----------
@@ -128,58 +125,14 @@ class ModelMetrics:
         Size of the windowed accuracy.
     """
 
-    def __init__(self, window: int = 1000) -> None:
-        self.window = window
-        self.cm = rmetrics.ConfusionMatrix()  # shared: one update feeds both metrics
-        self.accuracy = rmetrics.Accuracy(cm=self.cm)
-        self.kappa = rmetrics.CohenKappa(cm=self.cm)
-        self.rolling = rutils.Rolling(rmetrics.Accuracy, window_size=window)
-        self.cells: Counter = Counter()
-        self.recent: deque = deque(maxlen=window)
-        self.n_scored = 0
-
     def update(self, y_true: Any, y_pred: Any) -> None:
         """Score one served prediction; predictions of an untrained model (``None``) are skipped."""
-        if y_pred is None:
-            return
-        self.cm.update(y_true, y_pred)
-        self.rolling.update(y_true, y_pred)
-        self.cells[(y_true, y_pred)] += 1
-        self.recent.append((y_true, y_pred))
-        self.n_scored += 1
+        if y_pred is not None:
+            super().update(y_true, y_pred)
 
     def report(self) -> dict[str, Any]:
         """``{"accuracy", "kappa", "window_accuracy", "n_scored"}`` (``None`` before any score)."""
-        if not self.n_scored:
-            return {"accuracy": None, "kappa": None, "window_accuracy": None, "n_scored": 0}
-        return {
-            "accuracy": _finite(self.accuracy.get()),
-            "kappa": _finite(self.kappa.get()),
-            "window_accuracy": _finite(self.rolling.get()),
-            "n_scored": self.n_scored,
-        }
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-able state (stored in the snapshot header)."""
-        return {
-            "cells": [[t, p, n] for (t, p), n in self.cells.items()],
-            "recent": [list(pair) for pair in self.recent],
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any] | None, window: int = 1000) -> ModelMetrics:
-        """Rebuild from :meth:`to_json` output by feeding the river metrics again."""
-        m = cls(window)
-        if not data:
-            return m
-        for t, p, n in data.get("cells", []):
-            m.cm.update(t, p, w=n)
-            m.cells[(t, p)] += n
-            m.n_scored += n
-        for t, p in data.get("recent", [])[-window:]:
-            m.rolling.update(t, p)
-            m.recent.append((t, p))
-        return m
+        return {**self.values(), "n_scored": self.n_scored}
 
 
 def _settle(fut: asyncio.Future, result: Any = None, exc: BaseException | None = None) -> None:
@@ -208,14 +161,6 @@ def _field(exc: Exception) -> str:
     if feature is None:
         return "label"
     return "features" if feature.startswith("<") else f"features.{feature}"
-
-
-def _finite(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
 
 
 @dataclass(slots=True)

@@ -19,16 +19,14 @@ accuracy are river metrics.
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from river import metrics, utils
-
 from app.client import ChorusError
+from app.metrics import Prequential
 from app.names import name_from
 from app.readers import Example, FileInfo, read_examples, scan
 
@@ -152,7 +150,7 @@ class RowOutcome:
 
 
 class Scoreboard:
-    """Prequential metrics (river): accuracy, Cohen's kappa, windowed accuracy, learning curve.
+    """Prequential metrics of a replay (:class:`app.metrics.Prequential`) and its learning curve.
 
     Parameters
     ----------
@@ -165,14 +163,15 @@ class Scoreboard:
     def __init__(self, window: int = 1000, curve_every: int = 1) -> None:
         self.window = window
         self.curve_every = max(1, curve_every)
-        self.accuracy = metrics.Accuracy()
-        self.kappa = metrics.CohenKappa()
-        self.rolling = utils.Rolling(metrics.Accuracy, window_size=window)
+        self.scores = Prequential(window)
         self.n_examples = 0
-        self.n_scored = 0
         self.n_duplicates = 0
         self.last_row = 0
         self.curve: list[tuple[int, float, float]] = []
+
+    @property
+    def n_scored(self) -> int:
+        return self.scores.n_scored
 
     def update(self, outcome: RowOutcome) -> None:
         """Score one row (rows predicted ``None`` count as examples, not as scored)."""
@@ -180,23 +179,18 @@ class Scoreboard:
         self.last_row = outcome.row
         self.n_duplicates += outcome.duplicate
         if outcome.prediction is not None:
-            self.n_scored += 1
-            self.accuracy.update(outcome.y, outcome.prediction)
-            self.kappa.update(outcome.y, outcome.prediction)
-            self.rolling.update(outcome.y, outcome.prediction)
+            self.scores.update(outcome.y, outcome.prediction)
         if self.n_examples % self.curve_every == 0 and self.n_scored:
-            self.curve.append((self.n_examples, self.accuracy.get(), self.rolling.get()))
+            self.curve.append(self.point())
+
+    def point(self) -> tuple[int, float, float]:
+        """The learning-curve point now: (examples, accuracy, windowed accuracy)."""
+        v = self.scores.values()
+        return self.n_examples, v["accuracy"] or 0.0, v["window_accuracy"] or 0.0
 
     def values(self) -> dict[str, float | None]:
         """``accuracy``, ``kappa`` and ``window_accuracy`` (``None`` before anything was scored)."""
-        if not self.n_scored:
-            return {"accuracy": None, "kappa": None, "window_accuracy": None}
-        kappa = self.kappa.get()
-        return {
-            "accuracy": self.accuracy.get(),
-            "kappa": None if math.isnan(kappa) else kappa,
-            "window_accuracy": self.rolling.get(),
-        }
+        return self.scores.values()
 
 
 # ------------------------------------------------------------------------------- targets
@@ -539,7 +533,7 @@ def _finish(report: ReplayReport, board: Scoreboard, runner: Target) -> None:
     report.examples_per_s = board.n_examples / report.elapsed_s if report.elapsed_s > 0 else 0.0
     report.curve = list(board.curve)
     if board.n_scored and (not report.curve or report.curve[-1][0] != board.n_examples):
-        report.curve.append((board.n_examples, board.accuracy.get(), board.rolling.get()))
+        report.curve.append(board.point())
     try:
         report.n_seen = runner.n_seen()
         report.server_metrics = runner.server_metrics()
