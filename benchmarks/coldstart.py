@@ -65,9 +65,11 @@ print(json.dumps({"rows": rows, "compiles": compiles}))
 """
 
 
+EXTRA_ENV: dict[str, str] = {}  # e.g. NUMBA_OPT from --numba-opt
+
+
 def _env(cache: str) -> dict:
-    env = dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=str(ROOT))
-    return env
+    return dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=str(ROOT), **EXTRA_ENV)
 
 
 def engine(cache: str) -> dict:
@@ -162,7 +164,12 @@ def cold_then_warm(measure: Callable[[str], Any]) -> tuple[Any, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", choices=["engine", "serve"], default=None)
+    ap.add_argument("--numba-opt", choices=["0", "1", "2", "3"], default=None,
+                    help="NUMBA_OPT of the measured processes (numba's default: 3)")  # fmt: skip
     args = ap.parse_args()
+    if args.numba_opt is not None:
+        EXTRA_ENV["NUMBA_OPT"] = args.numba_opt
+        print(f"NUMBA_OPT={args.numba_opt}\n")
     if args.only in (None, "engine"):
         cold, warm = cold_then_warm(engine)
         print("## Engine, one process per column (seconds)\n")
