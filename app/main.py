@@ -15,7 +15,7 @@ from app.registry import Registry
 from app.routes import learn, models, ops, predict
 from app.routes.docs import install_docs
 from app.settings import Settings, get_settings
-from app.stores import Store, make_store
+from app.stores import Store, StoreConfigError, make_store
 from app.warmup import Warmup, parse_kinds
 
 log = logging.getLogger("chorus")
@@ -38,6 +38,8 @@ async def _recover_until_ready(registry: Registry, store: Store, settings: Setti
             await store.open(timeout=settings.startup_timeout)
             await registry.recover()
             return
+        except StoreConfigError:
+            raise  # retrying will not help: start-up fails with the message
         except Exception as exc:  # noqa: BLE001 - keep retrying; /readyz says 503 meanwhile
             log.warning("recovery failed (%s: %s); retrying", type(exc).__name__, exc)
             await asyncio.sleep(delay)
@@ -80,8 +82,13 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         recovery = asyncio.create_task(_recover_until_ready(registry, store, settings))
-        # wait (bounded) so a healthy start is ready as soon as it serves
-        await asyncio.wait({recovery}, timeout=settings.startup_timeout)
+        # wait (bounded) so a healthy start is ready as soon as it serves; a store that cannot
+        # work as configured fails start-up (the store's own wait is startup_timeout, hence + 1)
+        await asyncio.wait({recovery}, timeout=settings.startup_timeout + 1.0)
+        if recovery.done() and not recovery.cancelled() and recovery.exception() is not None:
+            exc = recovery.exception()
+            log.critical("start-up failed: %s", exc)
+            raise RuntimeError(f"start-up failed: {exc}") from exc
         warming = asyncio.create_task(app.state.warmup.run(_warm_kinds(registry, settings)))
         # from numba's cache this takes well under a second: then the server is ready as it
         # starts listening; a cold cache compiles on, reported by /readyz and the log

@@ -58,6 +58,7 @@ log = logging.getLogger("chorus.registry")
 
 STORE_ERRORS = (
     redis.exceptions.RedisError,
+    redis.exceptions.RedisClusterException,  # no node of the slot's map answers
     sqlite3.OperationalError,
     sqlite3.ProgrammingError,
     OSError,

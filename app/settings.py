@@ -18,7 +18,9 @@ class Settings(BaseSettings):
     data_dir
         Directory of the embedded SQLite store (used when ``redis_url`` is not set).
     redis_url
-        ``redis://host:port/db``; selects the Redis store.
+        ``redis://host:port/db`` selects the Redis store (also ``rediss://``, ``unix://``);
+        ``redis+cluster://host:port[,host:port...]`` the Redis Cluster store. A URL of another
+        shape is refused when the settings are read (start-up fails naming it).
     api_key
         When set, every route except ``/healthz`` and ``/readyz`` needs ``Authorization: Bearer <key>``.
     snapshot_key
@@ -89,6 +91,26 @@ class Settings(BaseSettings):
     idempotency_window: int = Field(100_000, ge=1)
     shared_store: bool = False
     warmup: str = "bagging"
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, v: str | None) -> str | None:
+        if not v:
+            return v
+        from app.stores.redis_cluster import is_cluster_url, parse_cluster_url
+
+        if is_cluster_url(v):
+            parse_cluster_url(v)
+        else:
+            from redis.connection import parse_url
+
+            try:
+                parse_url(v)
+            except ValueError as exc:
+                raise ValueError(
+                    f"{exc} (or redis+cluster://host:port[,host:port...] for Redis Cluster)"
+                ) from exc
+        return v
 
     @field_validator("warmup")
     @classmethod

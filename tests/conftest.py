@@ -1,5 +1,9 @@
 """Shared fixtures: a real ``redis-server`` on a free port (no mocks), for every test module.
 
+``redis_cluster`` (session-scoped) is a real 3-master Redis Cluster (three ``redis-server
+--cluster-enabled yes`` + ``redis-cli --cluster create``, no replicas); ``clean_cluster_url``
+flushes it and gives its ``redis+cluster://`` URL.
+
 ``redis_url`` (session-scoped) is the URL of a server spawned once per test session with
 ``--save "" --appendonly yes`` in a temporary directory; tests that need an empty database flush
 it themselves (or use ``clean_redis_url``). ``redis_server`` exposes the process so fault tests
@@ -37,9 +41,12 @@ class RedisServer:
         Port to listen on (a free one by default).
     """
 
-    def __init__(self, directory: Path, port: int | None = None) -> None:
+    def __init__(
+        self, directory: Path, port: int | None = None, *, extra: tuple[str, ...] = ()
+    ) -> None:
         self.dir = Path(directory)
         self.port = port or free_port()
+        self.extra = extra  # more redis-server options (cluster mode)
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -65,6 +72,7 @@ class RedisServer:
                 str(self.dir),
                 "--protected-mode",
                 "no",
+                *self.extra,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -132,3 +140,109 @@ def clean_redis_url(redis_server: RedisServer) -> str:
         redis_server.start()
     redis_server.flushall()
     return redis_server.url
+
+
+class RedisCluster:
+    """Three cluster-enabled redis-server masters joined by ``redis-cli --cluster create``.
+
+    AOF on (``appendfsync always``) so a master killed with SIGKILL restarts with its data, a
+    short ``cluster-node-timeout`` and ``cluster-require-full-coverage no`` (the other masters'
+    slots keep serving while one is down: the deploy's setting too).
+
+    Parameters
+    ----------
+    directory
+        Parent of the three nodes' directories (AOF and ``nodes.conf``).
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.nodes = []
+        for i in range(3):
+            extra = (
+                "--cluster-enabled", "yes",
+                "--cluster-config-file", "nodes.conf",
+                "--cluster-port", str(free_port()),
+                "--cluster-node-timeout", "1500",
+                "--cluster-require-full-coverage", "no",
+            )  # fmt: skip
+            self.nodes.append(RedisServer(Path(directory) / f"node{i}", extra=extra))
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    def cli(self, port: int, *args: str, timeout: float = 30) -> str:
+        out = subprocess.run(
+            ["redis-cli", "-p", str(port), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=True,
+        )
+        return out.stdout
+
+    def start(self, timeout: float = 30.0) -> None:
+        for n in self.nodes:
+            n.start()
+        if "cluster_known_nodes:3" not in self.cli(self.nodes[0].port, "cluster", "info"):
+            addrs = [f"127.0.0.1:{n.port}" for n in self.nodes]
+            self.cli(self.nodes[0].port, "--cluster", "create", *addrs, "--cluster-replicas", "0",
+                     "--cluster-yes")  # fmt: skip
+        self.wait_ok(timeout)
+
+    def wait_ok(self, timeout: float = 30.0) -> None:
+        """Until every node says ``cluster_state:ok`` and knows the three masters."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            infos = [self.cli(n.port, "cluster", "info") for n in self.nodes if n.ping()]
+            if len(infos) == 3 and all(
+                "cluster_state:ok" in i and "cluster_known_nodes:3" in i for i in infos
+            ):
+                return
+            time.sleep(0.05)
+        raise RuntimeError("redis cluster did not reach cluster_state:ok")
+
+    def node_of(self, key: str) -> RedisServer:
+        """The master that holds ``key``'s slot."""
+        slot = int(self.cli(self.nodes[0].port, "cluster", "keyslot", key))
+        for line in self.cli(self.nodes[0].port, "cluster", "nodes").splitlines():
+            fields = line.split()
+            port = int(fields[1].split("@")[0].rsplit(":", 1)[1])
+            for part in fields[8:]:
+                lo, _, hi = part.partition("-")
+                if part[0].isdigit() and int(lo) <= slot <= int(hi or lo):
+                    return next(n for n in self.nodes if n.port == port)
+        raise LookupError(f"no master serves slot {slot}")
+
+    def flushall(self) -> None:
+        for n in self.nodes:
+            n.flushall()
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
+    """A 3-master Redis Cluster for the session (skips without ``redis-server``/``redis-cli``)."""
+    if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
+        pytest.skip("redis-server / redis-cli not on PATH (apt-get install redis-server)")
+    cluster = RedisCluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def clean_cluster_url(redis_cluster: RedisCluster) -> str:
+    """The session cluster's ``redis+cluster://`` URL, flushed (restarted nodes a test killed)."""
+    if not all(n.ping() for n in redis_cluster.nodes):
+        for n in redis_cluster.nodes:
+            if not n.ping():
+                n.start()
+        redis_cluster.wait_ok()
+    redis_cluster.flushall()
+    return redis_cluster.url

@@ -216,9 +216,15 @@ def _env(tmp_path: Path, redis_url: str | None) -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("store", ["sqlite", "redis"])
+def _url(store: str, request) -> str | None:
+    """The store URL of a parametrized test (``None``: SQLite)."""
+    fixture = {"redis": "clean_redis_url", "cluster": "clean_cluster_url"}.get(store)
+    return request.getfixturevalue(fixture) if fixture else None
+
+
+@pytest.mark.parametrize("store", ["sqlite", "redis", "cluster"])
 def test_kill9_loses_no_acknowledged_example(store, tmp_path, request):
-    url = request.getfixturevalue("clean_redis_url") if store == "redis" else None
+    url = _url(store, request)
     server = Server(_env(tmp_path, url))
     server.start()
     try:
@@ -308,10 +314,10 @@ def test_redis_down_for_seconds_503_then_nothing_lost(tmp_path):
         redis.stop()
 
 
-@pytest.mark.parametrize("store", ["sqlite", "redis"])
+@pytest.mark.parametrize("store", ["sqlite", "redis", "cluster"])
 def test_two_workers_share_one_log(store, tmp_path, request):
     """Two uvicorn workers writing one model: the log stays one exact sequence."""
-    url = request.getfixturevalue("clean_redis_url") if store == "redis" else None
+    url = _url(store, request)
     env = {**_env(tmp_path, url), "CHORUS_SHARED_STORE": "true"}
     server = Server(env, workers=2)
     server.start()

@@ -190,3 +190,103 @@ def test_readme_chorus_commands_parse_and_include_serve():
     assert any(c[1:2] == ["serve"] for c in commands), "README shows no `chorus serve`"
     for command in commands:
         cli_args(command)
+
+
+# ----------------------------------------------------------------------- cluster compose
+
+
+@pytest.fixture(scope="module")
+def cluster_compose():
+    return yaml.safe_load((ROOT / "docker-compose.cluster.yml").read_text())
+
+
+def _command(service: dict) -> list[str]:
+    cmd = service["command"]
+    return cmd if isinstance(cmd, list) else shlex.split(cmd)
+
+
+def _masters(compose: dict) -> dict[str, dict]:
+    return {
+        name: s
+        for name, s in compose["services"].items()
+        if "command" in s and _command(s)[:1] == ["redis-server"]
+    }
+
+
+def test_cluster_compose_has_three_durable_cluster_masters(cluster_compose):
+    masters = _masters(cluster_compose)
+    assert len(masters) == 3
+    volumes = set()
+    for name, s in masters.items():
+        cmd = _command(s)
+        assert option(cmd, "--cluster-enabled") == "yes"
+        assert option(cmd, "--cluster-require-full-coverage") == "no"  # a lost master: its slots
+        assert option(cmd, "--cluster-announce-hostname") == name  # clients reach it by name
+        assert option(cmd, "--appendonly") == "yes"
+        assert option(cmd, "--appendfsync") in ("everysec", "always")
+        (mount,) = s["volumes"]
+        volume, _, target = mount.partition(":")
+        assert target == "/data" and volume in cluster_compose["volumes"]
+        volumes.add(volume)
+        assert s["healthcheck"]["test"][-2:] == ["redis-cli", "ping"]
+    assert len(volumes) == 3  # one volume each
+
+
+def test_cluster_compose_creates_the_cluster_once_after_the_masters(cluster_compose):
+    create = cluster_compose["services"]["cluster-create"]
+    masters = _masters(cluster_compose)
+    assert {k: v["condition"] for k, v in create["depends_on"].items()} == {
+        m: "service_healthy" for m in masters
+    }
+    script = " ".join(_command(create))
+    assert "redis-cli --cluster create" in script and "--cluster-replicas 0" in script
+    assert "--cluster-yes" in script and "cluster_state:ok" in script
+    for m in masters:
+        assert f"getent hosts {m} " in script
+    assert create["restart"] == "no"
+
+
+def test_cluster_compose_chorus_instances_point_at_every_master(cluster_compose):
+    from app.settings import Settings
+    from app.stores.redis_cluster import is_cluster_url, parse_cluster_url
+
+    masters = _masters(cluster_compose)
+    chorus = {n: s for n, s in cluster_compose["services"].items() if n.startswith("chorus")}
+    assert len(chorus) == 2
+    fields = {f"CHORUS_{name.upper()}" for name in Settings.model_fields}
+    for s in chorus.values():
+        env = s["environment"]
+        assert set(env) <= fields
+        url = env["CHORUS_REDIS_URL"]
+        assert is_cluster_url(url)
+        assert parse_cluster_url(url)["startup_nodes"] == [(m, 6379) for m in sorted(masters)]
+        assert env["CHORUS_SHARED_STORE"] == "true"  # several writers: the lease
+        Settings(redis_url=url, shared_store=env["CHORUS_SHARED_STORE"])
+        assert s["depends_on"] == {
+            "cluster-create": {"condition": "service_completed_successfully"}
+        }
+        assert s["build"] in (".", {"context": "."})
+        test = s["healthcheck"]["test"]
+        assert test[0] == "CMD" and "127.0.0.1:8000/readyz" in " ".join(test)
+
+
+def test_cluster_compose_nginx_balances_every_instance(cluster_compose, dockerfile):
+    nginx = cluster_compose["services"]["nginx"]
+    chorus = sorted(n for n in cluster_compose["services"] if n.startswith("chorus"))
+    (mount,) = nginx["volumes"]
+    source, target = mount.split(":")[:2]
+    conf = (ROOT / source).read_text()
+    assert target == "/etc/nginx/conf.d/default.conf"
+    port = exec_form(next(arg for k, arg in dockerfile if k == "CMD"))
+    port = option(port, "--port")
+    upstream = re.search(r"upstream (\w+) \{(.*?)\}", conf, re.S)
+    assert upstream is not None
+    servers = re.findall(r"^\s*server ([\w.-]+):(\d+)", upstream.group(2), re.M)
+    assert servers == [(n, port) for n in chorus]
+    assert f"proxy_pass http://{upstream.group(1)};" in conf
+    listen = re.search(r"listen (\d+);", conf).group(1)
+    (published,) = nginx["ports"]
+    assert published.split(":")[-1] == listen
+    assert {k: v["condition"] for k, v in nginx["depends_on"].items()} == {
+        n: "service_healthy" for n in chorus
+    }

@@ -1,4 +1,5 @@
-"""The store protocol, one suite run against a real SQLite file and a real redis-server."""
+"""The store protocol, one suite run against a real SQLite file, a real redis-server and a real
+3-master Redis Cluster."""
 
 from __future__ import annotations
 
@@ -6,17 +7,28 @@ import asyncio
 
 import pytest
 
-from app.stores import DuplicateKey, Entry, ModelGone, RedisStore, SeqConflict, SqliteStore
+from app.stores import (
+    DuplicateKey,
+    Entry,
+    ModelGone,
+    RedisClusterStore,
+    RedisStore,
+    SeqConflict,
+    SqliteStore,
+)
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", "cluster"])
 def run(request, tmp_path):
     """``run(fn)`` opens a fresh store, awaits ``fn(store)`` and closes it, in one event loop."""
     if request.param == "sqlite":
         make = lambda: SqliteStore(tmp_path / "s.db")  # noqa: E731
-    else:
+    elif request.param == "redis":
         url = request.getfixturevalue("clean_redis_url")
         make = lambda: RedisStore(url, timeout=2)  # noqa: E731
+    else:
+        url = request.getfixturevalue("clean_cluster_url")
+        make = lambda: RedisClusterStore(url, timeout=2)  # noqa: E731
 
     def _run(fn):
         async def main():
@@ -234,3 +246,90 @@ def test_kept_predictions_are_bounded_oldest_out(run):
         )
 
     run(body)
+
+
+# ------------------------------------------------------------------ Redis Cluster only
+def test_cluster_lists_models_on_every_master(redis_cluster, clean_cluster_url):
+    """Models spread over the three masters are listed without a cross-slot command, and a name
+    the index holds without a spec (a create or delete stopped half-way) is skipped."""
+    names = [f"m{i}" for i in range(30)]
+    owners = {redis_cluster.node_of(f"chorus:m:{{{n}}}:spec").port for n in names}
+    assert len(owners) == 3  # the test means something: every master holds some
+
+    async def main():
+        s = RedisClusterStore(clean_cluster_url, timeout=2)
+        await s.open(5)
+        try:
+            for n in names:
+                assert await s.create_model(n, {**SPEC, "seed": int(n[1:])})
+            await s.r.sadd("chorus:models", "half-made")  # as a crash after the first SADD
+            listed = await s.list_models()
+            assert list(listed) == sorted(names)
+            assert all(listed[n]["seed"] == int(n[1:]) for n in names)
+            await s.put_prediction("m3", "p1", b"x", ttl=60)
+            assert await s.delete_model("m3")
+            assert await s.get_prediction("m3", "p1") is None
+            assert "m3" not in await s.list_models()
+            assert await s.create_model("half-made", SPEC)  # the dangling name is reusable
+            assert "half-made" in await s.list_models()
+        finally:
+            await s.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("redis+cluster://", "host:port"),
+        ("redis+cluster://h:1,h2", "'h2' is not host:port"),
+        ("redis+cluster://h:99999", "host:port"),
+        ("redis+cluster://h:1/3", "database 0 only"),
+        ("redis+clustr://h:1", "redis+cluster://"),
+        ("http://h:1", "redis+cluster://"),
+    ],
+)
+def test_bad_store_urls_are_refused_with_settings(url, words):
+    from pydantic import ValidationError
+
+    from app.settings import Settings
+
+    with pytest.raises(ValidationError, match="redis_url") as err:
+        Settings(redis_url=url)
+    assert words in str(err.value)
+
+
+def test_cluster_url_parts():
+    from app.stores.redis_cluster import parse_cluster_url
+
+    conf = parse_cluster_url("rediss+cluster://u:p%40ss@a:7000, b:7001,[::1]:7002/0")
+    assert conf == {
+        "startup_nodes": [("a", 7000), ("b", 7001), ("::1", 7002)],
+        "username": "u",
+        "password": "p@ss",
+        "ssl": True,
+    }
+
+
+def test_wrong_kind_of_server_fails_at_open(redis_cluster, redis_url):
+    """A cluster URL at a plain Redis, a plain URL at a cluster node, nobody listening: each
+    is a StoreConfigError naming the fix, not a retry loop."""
+    from conftest import free_port
+
+    from app.stores import StoreConfigError
+
+    port = redis_url.split(":")[-1].split("/")[0]
+    node = redis_cluster.nodes[0].port
+
+    async def fails(store, timeout):
+        try:
+            await store.open(timeout)
+        finally:
+            await store.close()
+
+    with pytest.raises(StoreConfigError, match="not a Redis Cluster node"):
+        asyncio.run(fails(RedisClusterStore(f"redis+cluster://127.0.0.1:{port}", 1), 2))
+    with pytest.raises(StoreConfigError, match="is a Redis Cluster node: use redis"):
+        asyncio.run(fails(RedisStore(f"redis://127.0.0.1:{node}/0", 1), 2))
+    with pytest.raises(StoreConfigError, match="unreachable for 0.3 s"):
+        asyncio.run(fails(RedisClusterStore(f"redis+cluster://127.0.0.1:{free_port()}", 0.2), 0.3))

@@ -1,27 +1,42 @@
-"""Durable stores: :class:`SqliteStore` (embedded default) and :class:`RedisStore`."""
+"""Durable stores: :class:`SqliteStore` (embedded default), :class:`RedisStore` and
+:class:`RedisClusterStore`."""
 
 from __future__ import annotations
 
 from app.settings import Settings
-from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict, Store, StoreError
+from app.stores.base import (
+    DuplicateKey,
+    Entry,
+    ModelGone,
+    SeqConflict,
+    Store,
+    StoreConfigError,
+    StoreError,
+)
 from app.stores.redis import RedisStore
+from app.stores.redis_cluster import RedisClusterStore, is_cluster_url
 from app.stores.sqlite import SqliteStore
 
 __all__ = [
     "DuplicateKey",
     "Entry",
     "ModelGone",
+    "RedisClusterStore",
     "RedisStore",
     "SeqConflict",
     "SqliteStore",
     "Store",
+    "StoreConfigError",
     "StoreError",
     "make_store",
 ]
 
 
 def make_store(settings: Settings) -> Store:
-    """The store the settings select: Redis when ``redis_url`` is set, else SQLite in ``data_dir``."""
+    """The store the settings select: Redis Cluster for a ``redis+cluster://`` URL, Redis for
+    another ``redis_url``, else SQLite in ``data_dir``."""
+    if settings.redis_url and is_cluster_url(settings.redis_url):
+        return RedisClusterStore(settings.redis_url, timeout=settings.redis_timeout)
     if settings.redis_url:
         return RedisStore(settings.redis_url, timeout=settings.redis_timeout)
     return SqliteStore(settings.data_dir / "chorus.db", synchronous=settings.sqlite_synchronous)

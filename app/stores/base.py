@@ -10,6 +10,11 @@ class StoreError(Exception):
     """Base class of store-level outcomes the registry reacts to."""
 
 
+class StoreConfigError(StoreError):
+    """The store cannot work as configured (bad URL, wrong kind of server, unreachable cluster at
+    start-up): retrying will not help, so start-up fails with this message."""
+
+
 class SeqConflict(StoreError):
     """The log moved on since this process last applied it (another writer); nothing was written.
 

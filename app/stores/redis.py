@@ -2,7 +2,7 @@
 
 Keys (``{name}`` is a hash tag, so one model's keys share a Redis Cluster slot)::
 
-    chorus:models              SET of model names (listing only)
+    chorus:models              SET of model names (listing only; a superset, see below)
     chorus:m:{name}:spec       the declared spec (JSON)
     chorus:m:{name}:seq        last sequence number appended
     chorus:m:{name}:log        STREAM, entry id "<seq>-0", field "r" = the record
@@ -10,6 +10,14 @@ Keys (``{name}`` is a hash tag, so one model's keys share a Redis Cluster slot):
     chorus:m:{name}:ids        HASH idempotency key -> stored response
     chorus:m:{name}:lease      writer lease (only with several writing processes)
     chorus:m:{name}:p:<pid>    kept prediction (the record holds its expiry; the key lives TTL + max(TTL, 60 s))
+    chorus:m:{name}:pz         ZSET pid -> time kept (the per-model bound)
+
+Every script and transaction touches one model's keys only, so in a Redis Cluster it runs in that
+model's slot. The index ``chorus:models`` is one more key (its own slot) and is written by separate
+commands, in an order that keeps it a superset of the declared models: create adds the name, then
+writes the spec, then adds the name again; delete drops the model's keys, then the name, then adds
+the name back if the model exists again (a create ran meanwhile). A crash between two of them
+leaves a name without a spec, which listing skips (a later create of that name reuses it).
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ import redis.exceptions
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict
+from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict, StoreConfigError
 
 # KEYS: spec, seq, log, ids. ARGV: expected_seq, n, then n x (record, key, response).
 # Everything is checked before the first write, so a refused append writes nothing.
@@ -81,6 +89,13 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 """
 
+# KEYS: spec first, then every other per-model key. Returns whether the model existed.
+_DELETE = """
+local existed = redis.call('EXISTS', KEYS[1])
+redis.call('DEL', unpack(KEYS))
+return existed
+"""
+
 # KEYS: spec first, then every other per-model key. ARGV: spec JSON.
 _CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
@@ -122,6 +137,7 @@ class RedisStore:
         self._acquire = None
         self._release = None
         self._create = None
+        self._delete = None
 
     @property
     def r(self) -> aioredis.Redis:
@@ -129,17 +145,36 @@ class RedisStore:
             raise redis.exceptions.ConnectionError("store is closed")
         return self._r
 
+    def _client(self) -> Any:
+        """A new client (not connected yet)."""
+        return aioredis.Redis.from_url(self.url, **self._options())
+
+    def _options(self) -> dict[str, Any]:
+        """Client options both stores use: timeouts, and no retries of redis-py's own."""
+        return {
+            "socket_timeout": self.timeout,
+            "socket_connect_timeout": self.timeout,
+            "retry": Retry(NoBackoff(), 0),
+            "decode_responses": False,
+        }
+
+    async def _check_mode(self) -> None:
+        """Refuse a Redis Cluster node behind a ``redis://`` URL (its other slots answer MOVED)."""
+        try:
+            info = await self.r.info("cluster")
+        except redis.exceptions.ResponseError:  # INFO not allowed (ACL): nothing to check
+            return
+        if int(info.get("cluster_enabled", 0)):
+            raise StoreConfigError(
+                f"{self.url} is a Redis Cluster node: use redis+cluster://host:port[,host:port...] "
+                "(CHORUS_REDIS_URL) so that every model's slot is reached"
+            )
+
     async def open(self, timeout: float = 30.0) -> None:
         if self._r is not None:
             await self._r.aclose()
-        self._r = aioredis.Redis.from_url(
-            self.url,
-            socket_timeout=self.timeout,
-            socket_connect_timeout=self.timeout,
-            retry=Retry(NoBackoff(), 0),
-            retry_on_timeout=False,
-            decode_responses=False,
-        )
+        self._r = self._client()
+        self._delete = self._r.register_script(_DELETE)
         self._append = self._r.register_script(_APPEND)
         self._snapshot = self._r.register_script(_SNAPSHOT)
         self._acquire = self._r.register_script(_ACQUIRE)
@@ -150,7 +185,7 @@ class RedisStore:
         while True:  # startup waits for PING, bounded
             try:
                 await self._r.ping()
-                return
+                break
             except (
                 redis.exceptions.ConnectionError,
                 redis.exceptions.TimeoutError,
@@ -160,6 +195,7 @@ class RedisStore:
                     raise
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
+        await self._check_mode()
 
     async def close(self) -> None:
         if self._r is not None:
@@ -173,6 +209,9 @@ class RedisStore:
             return False
 
     async def create_model(self, name: str, spec: dict[str, Any]) -> bool:
+        # the index first (never a model it does not list), again after (a delete racing us may
+        # have dropped the name between the two): see the module docstring
+        await self.r.sadd(_MODELS, name)
         keys = [_k(name, p) for p in _PARTS]
         ok = await self._create(keys=keys, args=[json.dumps(spec)])
         if ok:
@@ -187,18 +226,25 @@ class RedisStore:
         names = sorted(n.decode() for n in await self.r.smembers(_MODELS))
         if not names:
             return {}
-        specs = await self.r.mget([_k(n, "spec") for n in names])
+        specs = await self._mget([_k(n, "spec") for n in names])
+        # a name without a spec: a create or delete stopped half-way (see the module docstring)
         return {n: json.loads(s) for n, s in zip(names, specs, strict=True) if s is not None}
+
+    async def _mget(self, keys: list[str]) -> list[bytes | None]:
+        return await self.r.mget(keys)
+
+    def _prediction_keys(self, name: str) -> Any:
+        """Async iterator over the model's kept-prediction keys."""
+        return self.r.scan_iter(match=_k(name, "p:*"), count=1000)
 
     async def delete_model(self, name: str) -> bool:
         # one DEL: the spec and the log go together (a half-deleted model cannot be recreated
         # on top of a stale log); kept predictions expire by themselves, but go now if we can
-        async with self.r.pipeline(transaction=True) as tx:  # MULTI/EXEC
-            tx.exists(_k(name, "spec"))
-            tx.delete(*[_k(name, p) for p in _PARTS])
-            existed, _ = await tx.execute()
+        existed = await self._delete(keys=[_k(name, p) for p in _PARTS])
         await self.r.srem(_MODELS, name)
-        async for key in self.r.scan_iter(match=_k(name, "p:*"), count=1000):
+        if await self.r.exists(_k(name, "spec")):  # created again meanwhile: keep it listed
+            await self.r.sadd(_MODELS, name)
+        async for key in self._prediction_keys(name):
             await self.r.delete(key)
         return bool(existed)
 
