@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import time
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
@@ -92,7 +93,9 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         warming = asyncio.create_task(app.state.warmup.run(_warm_kinds(registry, settings)))
         # from numba's cache this takes well under a second: then the server is ready as it
         # starts listening; a cold cache compiles on, reported by /readyz and the log
-        await asyncio.wait({warming}, timeout=WARMUP_WAIT)
+        deadline = time.monotonic() + WARMUP_WAIT
+        while not (warming.done() or app.state.warmup.serving) and time.monotonic() < deadline:
+            await asyncio.wait({warming}, timeout=0.02)
         periodic = asyncio.create_task(registry.periodic())
         gc.freeze()  # the recovered models and imports are long-lived: keep them out of GC scans
         try:

@@ -6,12 +6,14 @@ numba compiles a kernel the first time it runs and caches the machine code on di
 run kernel per ensemble kind (``bagging``, ``boosting``, ``single``; the learner and its options
 are runtime parameters), so warming a kind once covers every learner under it. On a fresh cache
 this takes tens of seconds per kind (``benchmarks/coldstart.py``); from the cache, well under one.
+Meanwhile requests are answered by the kernels' interpreted twins (``learners.jit``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -99,6 +101,7 @@ class Warmup:
     kinds: list[str] = field(default_factory=list)
     done: int = 0
     finished: bool = False
+    interpreted: bool = False  # answering from the interpreted kernels while they compile
     seconds: float = 0.0
     started: float = field(default_factory=time.perf_counter)
 
@@ -106,27 +109,82 @@ class Warmup:
         """One line for ``/readyz`` and the log."""
         if self.finished:
             return f"engine kernels ready ({len(self.kinds)} kind(s), {self.seconds:.1f} s)"
+        if self.interpreted:
+            return (
+                f"engine kernels compiling in a subprocess ({time.perf_counter() - self.started:.0f}"
+                " s so far; cached for the next start): answering from the interpreted kernels"
+            )
         current = self.kinds[self.done] if self.done < len(self.kinds) else "-"
         return (
-            f"compiling engine kernels: {current} ({self.done + 1}/{len(self.kinds)}, "
+            f"loading engine kernels: {current} ({self.done + 1}/{len(self.kinds)}, "
             f"{time.perf_counter() - self.started:.0f} s so far; cached for the next start)"
         )
 
     async def run(self, kinds: Iterable[str]) -> None:
-        """Warm ``kinds`` one after the other in a worker thread (the server keeps answering;
-        ``/readyz`` is 503 until this returns), logging each step."""
+        """Warm ``kinds`` (the server keeps answering meanwhile), logging each step.
+
+        From numba's cache the kernels load in a worker thread in well under a second, and
+        ``/readyz`` is 503 until then. On a cold cache they compile in a subprocess (``python -m
+        app.warmup``, on another core) while requests are answered by the interpreted twins of
+        the same kernels (``learners.jit``: same arrays, same results, Python speed), so the
+        server is ready at once; then the compiled kernels are loaded and take over.
+        """
+        from ensembles import kernels_cached
+        from learners import jit
+
         self.kinds = list(dict.fromkeys(kinds))
         t0 = self.started = time.perf_counter()
+        cold = [k for k in self.kinds if not kernels_cached(k)]
+        if cold:
+            jit.set_interpreted(True)
+            self.interpreted = True
+            log.info("numba's cache has no kernels for %s models: compiling them in a subprocess "
+                     "(about 20 s); answering from the interpreted kernels meanwhile", ", ".join(cold))  # fmt: skip
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "app.warmup", *cold, stdout=asyncio.subprocess.DEVNULL
+            )
+            try:
+                rc = await proc.wait()
+            except asyncio.CancelledError:
+                proc.kill()
+                raise
+            log.info(
+                "kernel compilation finished in %.1f s (exit %s)", time.perf_counter() - t0, rc
+            )
         for i, kind in enumerate(self.kinds):
             self.done = i
-            log.info("compiling engine kernels for %s models (%d/%d)", kind, i + 1, len(self.kinds))
+            log.info("loading engine kernels for %s models (%d/%d)", kind, i + 1, len(self.kinds))
             t = time.perf_counter()
             try:
-                await asyncio.to_thread(warm_kind, kind)
+                await asyncio.to_thread(_warm_compiled, kind)
             except Exception:  # noqa: BLE001 - a failed warm-up must not stop the service
                 log.exception("warm-up of %s failed; its first request compiles instead", kind)
             self.seconds = time.perf_counter() - t0
             log.info("%s kernels ready in %.1f s", kind, time.perf_counter() - t)
+        jit.set_interpreted(False)
+        self.interpreted = False
         self.done = len(self.kinds)
         self.finished = True
         log.info("%s", self.status())
+
+    @property
+    def engine(self) -> str:
+        """``"interpreted"`` while the twins answer, else ``"compiled"``."""
+        return "interpreted" if self.interpreted else "compiled"
+
+    @property
+    def serving(self) -> bool:
+        """Whether requests can be answered: kernels loaded, or their interpreted twins in use."""
+        return self.finished or self.interpreted
+
+
+def _warm_compiled(kind: str) -> None:
+    from learners.jit import compiled_here
+
+    with compiled_here():
+        warm_kind(kind)
+
+
+if __name__ == "__main__":  # python -m app.warmup bagging boosting ... (compiles into the cache)
+    for name in sys.argv[1:]:
+        warm_kind(name)

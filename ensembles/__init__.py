@@ -9,7 +9,7 @@ from .base import OnlineEnsemble
 from .batch import AdaBoost, BatchBagging
 from .boosting import OnlineBoosting
 from .single import Single
-from .spec import build_model, learner_from_state, load_state
+from .spec import build_model, kernels_cached, learner_from_state, load_state
 
 __all__ = [
     "AdaBoost",
@@ -19,6 +19,7 @@ __all__ = [
     "OnlineEnsemble",
     "Single",
     "build_model",
+    "kernels_cached",
     "learner_from_state",
     "load_state",
 ]

@@ -16,6 +16,7 @@ import numpy as np
 from learners import HoeffdingTree, Limits, NativeLearner, argmax_label
 from learners._bank import TreeBank
 from learners.base import Features, Label, ManyMixin, RiverEstimator, check_weights
+from learners.jit import kernel
 from learners.native import READABLE_VERSIONS, STATE_FORMAT, STATE_VERSION
 from learners.schema import Schema, normalize_label
 
@@ -232,7 +233,7 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         start = 0
         w = np.asarray(weights, dtype=np.float64)
         while True:
-            start = member_learn(bank.B, m, xn, xc, yc, w, start, bank.schema.n_classes,
+            start = kernel(member_learn)(bank.B, m, xn, xc, yc, w, start, bank.schema.n_classes,
                                  bank.schema.code_attr_array, need)  # fmt: skip
             if start >= len(w):
                 break
@@ -248,7 +249,7 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
 
         xn, xc, yc = enc if enc is not None else self._encode_block(X, y)
         out = np.empty(len(yc), dtype=np.int64)
-        member_predict(self._bank.B, m, xn, xc, self._bank.schema.n_classes,
+        kernel(member_predict)(self._bank.B, m, xn, xc, self._bank.schema.n_classes,
                        self._bank.schema.code_attr_array, out)  # fmt: skip
         return out == yc
 
@@ -347,6 +348,8 @@ def resample_counts(
     from the counter-based generator (bootstrap when the weights are equal)."""
     cdf = np.cumsum(np.asarray(weights, dtype=np.float64))
     cdf /= cdf[-1]
-    u = uniform_block(seed, tag, n_draws, member, 7)  # draw j keyed by (seed, tag + j, member, 7)
+    u = kernel(uniform_block)(
+        seed, tag, n_draws, member, 7
+    )  # draw j keyed by (seed, tag + j, member, 7)
     idx = np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1)
     return np.bincount(idx, minlength=len(cdf)).astype(np.float64)

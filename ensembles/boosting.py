@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from learners.base import Features, Label
+from learners.jit import kernel
 
 from . import _kernels
 from ._rng import poisson
@@ -92,7 +93,7 @@ class OnlineBoosting(VotingEnsemble):
     @property
     def vote_weights(self) -> np.ndarray:
         out = np.empty(self.n_models)
-        _kernels.vote_weights(self._lam_sc, self._lam_sw, out)
+        kernel(_kernels.vote_weights)(self._lam_sc, self._lam_sw, out)
         return out
 
     @property

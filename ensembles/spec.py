@@ -6,6 +6,7 @@ import inspect
 from typing import Any
 
 from learners import DecisionStump, HoeffdingTree, NaiveBayes, NativeLearner, RiverLearner
+from learners.jit import is_cached
 from learners.river_adapter import resolve_river_class
 
 from .bagging import OnlineBagging
@@ -24,6 +25,12 @@ ENSEMBLES: dict[str, type[OnlineEnsemble]] = {
     "single": Single,
 }
 SPEC_KEYS = {"ensemble", "learner", "n_models", "seed", "params", "limits"}
+
+
+def kernels_cached(ensemble: str) -> bool:
+    """Whether the compiled run kernel of ensemble kind ``ensemble`` (``build_model`` names) is in
+    numba's on-disk cache, so that its first model starts in well under a second."""
+    return is_cached(ENSEMBLES[ensemble]._kernel)
 
 
 def _extra_learners() -> dict[str, type]:

@@ -7,7 +7,7 @@ their own compiled kernels over ``bank.T`` (ARCHITECTURE §3: no Python loop ove
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -21,13 +21,22 @@ from ._tree import (
     STATE_FIELDS,
     TreeParams,
     TreeState,
-    add_feature,
-    add_observer,
-    add_value,
     build_index,
+    interpreted_bank,
     make_bank,
 )
+from ._tree import (
+    add_feature as add_feature_,
+)
+from ._tree import (
+    add_observer as add_observer_,
+)
+from ._tree import (
+    add_value as add_value_,
+)
 from .base import check_weights
+from .jit import interpreting
+from .jit import kernel as jit_kernel
 from .limits import LimitError, Limits
 from .schema import FeatureTypeError, Schema
 
@@ -172,14 +181,26 @@ class TreeBank:
     def _set(self, T: TreeState) -> None:
         self.T = T
         self._alloc_bytes = sum(a.nbytes for a in T)
-        self.B = make_bank(T, self.params)
+        self._banks: dict[bool, Any] = {}  # the struct the kernels get, per mode (made lazily)
         self._out1 = np.zeros((1, T.dist.shape[2]))
+
+    @property
+    def B(self) -> Any:
+        """The kernels' view of ``T`` and the parameters: a numba struct, or a namespace over the
+        same arrays while kernels run interpreted (``learners.jit.set_interpreted``)."""
+        mode = interpreting()
+        bank = self._banks.get(mode)
+        if bank is None:
+            bank = self._banks[mode] = (interpreted_bank if mode else make_bank)(
+                self.T, self.params
+            )
+        return bank
 
     def _init_roots(self) -> None:
         from ._tree import new_leaf
 
         for m in range(self.M):
-            new_leaf(self.B, m, 0, 0)
+            jit_kernel(new_leaf)(self.B, m, 0, 0)
 
     # --------------------------------------------------------------------------- capacity
     def need(self) -> int:
@@ -236,7 +257,7 @@ class TreeBank:
 
     def _resize(self, cap: Capacity) -> None:
         self._set(_copy_into(_alloc(self.M, cap), self.T))
-        build_index(self.B)
+        jit_kernel(build_index)(self.B)
 
     def adopt_schema(self, schema: Schema) -> None:
         """Replace the (empty) schema of an untrained bank, e.g. by one built for pre-encoded rows."""
@@ -280,7 +301,7 @@ class TreeBank:
         need = self.need() if do_learn else 0
         start = 0
         while True:
-            start = kernel(self.B, ipar, fstate, xn, xc, yc, w, seqs, start, do_predict, do_learn, out,
+            start = jit_kernel(kernel)(self.B, ipar, fstate, xn, xc, yc, w, seqs, start, do_predict, do_learn, out,
                            n_cls, self.schema.code_attr_array, need)  # fmt: skip
             if start >= R:
                 break
@@ -344,7 +365,8 @@ class TreeBank:
         self._ncls1[0] = n_cls
         need = self.need() if do_learn else 0
         out = self._out1
-        while not kernel(self.B, ipar, fstate, xn, xc, self._y1, self._w1, self._seq1, 0, do_predict,
+        run = jit_kernel(kernel)
+        while not run(self.B, ipar, fstate, xn, xc, self._y1, self._w1, self._seq1, 0, do_predict,
                          do_learn, out, self._ncls1, s.code_attr_array, need):  # fmt: skip
             self.grow_nodes(need)
             out = self._out1
@@ -410,7 +432,7 @@ class TreeBank:
                 raise ValueError(f"state array {prefix + name} has shape {src.shape}")
             dst[tuple(slice(0, n) for n in src.shape)] = src
         self._set(new)
-        build_index(self.B)
+        jit_kernel(build_index)(self.B)
 
     def _load_dense(self, arrays: dict[str, np.ndarray], prefix: str) -> None:
         """Load a version-1 state: a row for every (leaf, feature), (leaf, value) and (leaf,
@@ -448,6 +470,11 @@ class TreeBank:
             dst[tuple(slice(0, n) for n in src.shape)] = src
         self._set(T)
         B = self.B
+        add_feature, add_value, add_observer = (
+            jit_kernel(add_feature_),
+            jit_kernel(add_value_),
+            jit_kernel(add_observer_),
+        )
         for m in range(M):
             for s in leaves[m].tolist():
                 for a in np.flatnonzero(nvals[m, s] > 0):

@@ -49,6 +49,7 @@ Codes: ``xn`` numeric values (NaN = missing), ``xc`` category codes (-1 missing,
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import numba as nb
@@ -189,6 +190,15 @@ def _make_bank(kind, attr, thr, slot, child, sibling, branch, depth, dist, n_nod
 
 def make_bank(T: TreeState, P: TreeParams) -> Bank:
     """One struct over the arrays of ``T`` (shared memory) and the parameters ``P``."""
+    return _make_bank(*T, *_typed_params(P))  # type: ignore[call-arg]
+
+
+def interpreted_bank(T: TreeState, P: TreeParams) -> SimpleNamespace:
+    """What ``make_bank`` gives, for the interpreted twins: the same arrays, as attributes."""
+    return SimpleNamespace(**T._asdict(), **_typed_params(P)._asdict())
+
+
+def _typed_params(P: TreeParams) -> TreeParams:
     p = P._replace(
         grace_period=float(P.grace_period), delta=float(P.delta), tau=float(P.tau),
         criterion=int(P.criterion), leaf_prediction=int(P.leaf_prediction),
@@ -196,7 +206,7 @@ def make_bank(T: TreeState, P: TreeParams) -> Bank:
         max_nodes=int(P.max_nodes), n_split_points=int(P.n_split_points),
         min_branch_frac=float(P.min_branch_frac),
     )  # fmt: skip
-    return _make_bank(*T, *p)  # type: ignore[call-arg]
+    return p
 
 
 LOG2PI_HALF = 0.5 * math.log(2.0 * math.pi)

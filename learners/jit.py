@@ -7,12 +7,24 @@ tree. Measured on the cold start of one bagged Hoeffding tree (benchmarks/coldst
 duplicated ~20 kernels and a third of the compile time, for no measurable speed: LLVM still
 propagates constants after inlining. ``one_specialisation`` makes the kernels of a module type
 their calls on the arguments' plain types.
+
+Interpreted twins: ``twin(name)`` runs a kernel module's source again with ``njit`` as the
+identity, so its kernels run in Python on the same arrays with the same results (tests check bit
+for bit). ``set_interpreted(True)`` makes every kernel call (through ``kernel(fn)``) use them: a
+server on a cold numba cache answers at once while the compiled kernels are built elsewhere.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+import numpy as np
 from numba.core import types
 from numba.core.registry import CPUDispatcher
 
@@ -31,6 +43,8 @@ def one_specialisation(namespace: dict[str, Any], *, keep_literal: tuple[str, ..
         compiles only its own branch).
     """
     name = namespace.get("__name__")
+    if isinstance(name, str) and not name.endswith("__interpreted") and name not in KERNEL_MODULES:
+        KERNEL_MODULES.append(name)
     for key, obj in list(namespace.items()):
         if isinstance(obj, CPUDispatcher) and obj.py_func.__module__ == name:
             if key not in keep_literal:
@@ -47,3 +61,109 @@ def _unliteral(dispatcher: CPUDispatcher) -> None:
         )
 
     dispatcher.get_call_template = get_call_template  # type: ignore[method-assign,assignment]
+
+
+# --------------------------------------------------------------------------- interpreted twins
+# The kernel modules (those that called ``one_specialisation``), in import order; a twin is the
+# same source run with ``njit`` as the identity.
+KERNEL_MODULES: list[str] = []
+_twins: dict[str, ModuleType] = {}
+_mode = {"interpreted": False}
+_here = threading.local()  # a thread's own mode (compiled_here), else the process's
+
+
+class _NoJit:
+    """Stands for ``numba`` (``nb``) in a twin: ``@nb.njit`` and ``@nb.njit(...)`` return the
+    function itself and ``nb.literally`` is the identity."""
+
+    @staticmethod
+    def njit(*args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1 and callable(args[0]) and not kwargs:
+            return args[0]
+        return lambda f: f
+
+    @staticmethod
+    def literally(x: Any) -> Any:
+        return x
+
+
+def twin(name: str) -> ModuleType:
+    """The interpreted twin of kernel module ``name`` (one of :data:`KERNEL_MODULES`).
+
+    The module's own source is executed again with ``nb.njit`` as the identity, and every kernel
+    it imported from another kernel module is replaced by that module's twin, so a twin never
+    calls compiled code: it runs the same statements on the same numpy arrays, in Python.
+    """
+    mod = _twins.get(name)
+    if mod is not None:
+        return mod
+    real = importlib.import_module(name)
+    path = str(real.__file__)
+    source = Path(path).read_text()
+    if "import numba as nb\n" not in source:
+        raise RuntimeError(f"{name}: kernels must be declared as nb.njit (import numba as nb)")
+    mod = ModuleType(f"{name}__interpreted")
+    mod.__dict__.update(__file__=path, __package__=real.__package__, nb=_NoJit)
+    code = compile(source.replace("import numba as nb\n", "\n", 1), path, "exec")
+    exec(code, mod.__dict__)  # noqa: S102 - our own kernel source, as imported
+    for key, value in list(mod.__dict__.items()):
+        if isinstance(value, CPUDispatcher):  # a kernel imported from another kernel module
+            mod.__dict__[key] = getattr(twin(value.py_func.__module__), value.py_func.__name__)
+        elif isinstance(value, ModuleType) and value.__name__ in KERNEL_MODULES:
+            mod.__dict__[key] = twin(value.__name__)
+    _twins[name] = mod
+    return mod
+
+
+def interpreting() -> bool:
+    """Whether kernels run as their interpreted twins (see :func:`set_interpreted`)."""
+    return getattr(_here, "interpreted", _mode["interpreted"])
+
+
+@contextlib.contextmanager
+def compiled_here() -> Iterator[None]:
+    """Run compiled kernels in this thread whatever the process's mode (to load or compile them
+    in a worker thread while other threads still answer from the twins)."""
+    before = getattr(_here, "interpreted", None)
+    _here.interpreted = False
+    try:
+        yield
+    finally:
+        if before is None:
+            del _here.interpreted
+        else:
+            _here.interpreted = before
+
+
+def is_cached(fn: Any) -> bool:
+    """Whether numba's on-disk cache holds machine code of kernel ``fn`` for its current source
+    (then calling it loads in well under a second; otherwise it compiles)."""
+    try:
+        return bool(fn._cache._cache_file._load_index())  # numba's cache index, empty if stale
+    except Exception:  # noqa: BLE001 - another numba layout: assume it compiles
+        return False
+
+
+def set_interpreted(flag: bool) -> None:
+    """Run kernels interpreted (``True``: no compilation, Python speed) or compiled.
+
+    Both run the same code on the same arrays, so a model can switch between two calls: the
+    service answers from the twins while the compiled kernels are built in another process.
+    """
+    if flag:
+        for name in KERNEL_MODULES:
+            twin(name)
+    _mode["interpreted"] = bool(flag)
+
+
+def kernel(fn: Any) -> Any:
+    """``fn`` (a compiled kernel), or its interpreted twin while :func:`interpreting`."""
+    if not interpreting():
+        return fn
+    run = getattr(twin(fn.py_func.__module__), fn.py_func.__name__)
+
+    def quiet(*args: Any) -> Any:
+        with np.errstate(over="ignore"):  # the RNG's uint64 arithmetic wraps, as compiled
+            return run(*args)
+
+    return quiet

@@ -43,16 +43,16 @@ def test_readyz_503_while_compiling(tmp_path, monkeypatch, caplog):
     with TestClient(create_app(settings)) as client:
         r = client.get("/readyz")
         assert r.status_code == 503
-        assert r.json()["detail"].startswith("compiling engine kernels: single (1/2")
+        assert r.json()["detail"].startswith("loading engine kernels: single (1/2")
         assert client.get("/healthz").status_code == 200
         release.set()
         for _ in range(500):
             if client.get("/readyz").status_code == 200:
                 break
             release.wait(0.01)
-        assert client.get("/readyz").json() == {"status": "ready"}
+        assert client.get("/readyz").json() == {"status": "ready", "engine": "compiled"}
     assert warmed == ["single", "bagging"]
-    assert "compiling engine kernels for single models (1/2)" in caplog.text
+    assert "loading engine kernels for single models (1/2)" in caplog.text
 
 
 def test_stored_models_kinds_are_warmed(tmp_path, monkeypatch):

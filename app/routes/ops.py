@@ -37,16 +37,17 @@ async def healthz() -> Response:
     summary="Readiness",
 )
 async def readyz(reg: RegistryDep, request: Request) -> Response:
-    """200 once every model is recovered, the engine's kernels are compiled and the store
-    answers; 503 before (no auth)."""
+    """200 once every model is recovered, the engine can answer (its kernels loaded from numba's
+    cache, or, while they compile, their interpreted twins) and the store answers; 503 before
+    (no auth)."""
     if not reg.ready:
         return json_response({"detail": "recovering models from the store"}, 503)
     warmup = request.app.state.warmup
-    if not warmup.finished:
+    if not warmup.serving:  # kernels loading; on a cold cache the interpreted ones serve at once
         return json_response({"detail": warmup.status()}, 503)
     if not await reg.store.ping():
         return json_response({"detail": f"{reg.store.name} store unreachable"}, 503)
-    return json_response({"status": "ready"})
+    return json_response({"status": "ready", "engine": warmup.engine})
 
 
 @router.get(

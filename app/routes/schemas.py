@@ -406,3 +406,7 @@ class Status(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [{"status": "ok"}]})
 
     status: str
+    engine: str | None = Field(
+        None,
+        description='readiness only: "compiled", or "interpreted" while the kernels compile',
+    )
