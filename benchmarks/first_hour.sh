@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Issue #14's transcript: a fresh venv, a fresh clone, the README's two set-up commands, then the issue's items.
 set -u
+REPO=$(cd "$(dirname "$0")/.." && pwd)
 rm -rf /tmp/fresh /tmp/fresh-clone
 say() { printf '\n$ %s\n' "$*"; }
 say python -m venv /tmp/fresh '&&' . /tmp/fresh/bin/activate
 python -m venv /tmp/fresh && . /tmp/fresh/bin/activate
-say git clone /work/main /tmp/fresh-clone '&&' cd /tmp/fresh-clone
+say git clone "$REPO" /tmp/fresh-clone '&&' cd /tmp/fresh-clone
 git clone -q /work/main /tmp/fresh-clone && cd /tmp/fresh-clone && git log --oneline -1
 say 'pip install -e . && chorus serve   # README set-up command 1 (serve in the background here)'
 t=$(date +%s.%N); pip install -q -e . >/tmp/fresh-pip.log 2>&1; echo "pip install -e . : exit $? in $(echo "$(date +%s.%N) - $t" | bc) s"
