@@ -7,7 +7,7 @@ say() { printf '\n$ %s\n' "$*"; }
 say python -m venv /tmp/fresh '&&' . /tmp/fresh/bin/activate
 python -m venv /tmp/fresh && . /tmp/fresh/bin/activate
 say git clone "$REPO" /tmp/fresh-clone '&&' cd /tmp/fresh-clone
-git clone -q /work/main /tmp/fresh-clone && cd /tmp/fresh-clone && git log --oneline -1
+git clone -q "$REPO" /tmp/fresh-clone && cd /tmp/fresh-clone && git log --oneline -1
 say 'pip install -e . && chorus serve   # README set-up command 1 (serve in the background here)'
 t=$(date +%s.%N); pip install -q -e . >/tmp/fresh-pip.log 2>&1; echo "pip install -e . : exit $? in $(echo "$(date +%s.%N) - $t" | bc) s"
 python -c "import numba, os; print('numba cache dir:', os.environ.get('NUMBA_CACHE_DIR', '(default: __pycache__ next to the sources, empty in this clone)'))"
