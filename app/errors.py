@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sqlite3
-
-import redis.exceptions
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
+
+from app.stores.base import StoreDown
 
 
 class ChorusError(Exception):
@@ -170,13 +169,6 @@ def install_error_handlers(app: FastAPI) -> None:
             return _json(422, f"body: not valid JSON ({exc.detail})")
         return _json(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
 
-    @app.exception_handler(redis.exceptions.ConnectionError)
-    @app.exception_handler(redis.exceptions.TimeoutError)
-    @app.exception_handler(redis.exceptions.BusyLoadingError)
-    async def _redis(request: Request, exc: Exception) -> JSONResponse:
-        return _json(503, f"store unavailable: {exc}", {"Retry-After": "1"})
-
-    @app.exception_handler(sqlite3.OperationalError)
-    @app.exception_handler(sqlite3.ProgrammingError)
-    async def _sqlite(request: Request, exc: Exception) -> JSONResponse:
+    @app.exception_handler(StoreDown)
+    async def _store_down(request: Request, exc: StoreDown) -> JSONResponse:
         return _json(503, f"store unavailable: {exc}", {"Retry-After": "1"})

@@ -23,14 +23,12 @@ import contextlib
 import logging
 import math
 import secrets
-import sqlite3
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-import redis.exceptions
 
 from app import snapshot as codec
 from app import validate
@@ -52,17 +50,11 @@ from app.metrics import Prequential
 from app.names import NAME_RE, NAME_RULE
 from app.river_check import check_river_params
 from app.settings import Settings
-from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict, Store
+from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict, Store, StoreDown
 
 log = logging.getLogger("chorus.registry")
 
-STORE_ERRORS = (
-    redis.exceptions.RedisError,
-    redis.exceptions.RedisClusterException,  # no node of the slot's map answers
-    sqlite3.OperationalError,
-    sqlite3.ProgrammingError,
-    OSError,
-)
+STORE_ERRORS = (StoreDown,)  # what a store raises when it fails (app.stores.base)
 _DUMPS_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 _MAX_ATTEMPTS = 3
 _LEASE_TTL = 5.0  # seconds a crashed writer can block the others
@@ -624,8 +616,8 @@ class Registry:
                 except STORE_ERRORS as exc:
                     h.dirty = True
                     raise StoreUnavailable(f"store unavailable, nothing applied: {exc}") from exc
-                except (SeqConflict, DuplicateKey, ModelGone):
-                    h.dirty = True
+                except BaseException:  # a conflict, a cancelled request or a store bug: the model
+                    h.dirty = True  # learned what the log may lack, so it is rebuilt from the log
                     raise
             else:
                 new_seq = h.seq + len(entries)

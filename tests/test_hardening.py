@@ -11,7 +11,7 @@ import time
 import pytest
 
 from app import snapshot as codec
-from app.stores import make_store
+from app.stores import StoreDown, make_store
 from tests import test_service as _svc
 from tests.test_service import SPEC, _stream
 
@@ -189,14 +189,18 @@ def test_engine_failure_after_learning_leaves_no_trace_in_log_or_snapshot(make_c
 
         reg = client.app.state.registry
 
-        async def append_fails(*a, **k):
-            raise OSError("disk on fire")
+        for failure in (StoreDown("disk on fire"), RuntimeError("a store bug")):
 
-        with monkeypatch.context() as mp:
-            mp.setattr(reg.store, "append", append_fails)
-            r = client.post("/learn", json={"model": "m", "features": {"x": 1.0}, "label": "lo"})
-        assert r.status_code == 503
-        assert _n(client) == (2, 2)
+            async def append_fails(*a, failure=failure, **k):
+                raise failure
+
+            with monkeypatch.context() as mp:
+                mp.setattr(reg.store, "append", append_fails)
+                r = client.post(
+                    "/learn", json={"model": "m", "features": {"x": 1.0}, "label": "lo"}
+                )
+            assert r.status_code == 503  # nothing applied, retry
+            assert _n(client) == (2, 2)
 
         def encode_fails(*a, **k):
             raise OSError("snapshot encoding failed")

@@ -15,6 +15,7 @@ from app.stores import (
     RedisStore,
     SeqConflict,
     SqliteStore,
+    StoreDown,
 )
 
 
@@ -333,3 +334,35 @@ def test_wrong_kind_of_server_fails_at_open(redis_cluster, redis_url):
         asyncio.run(fails(RedisStore(f"redis://127.0.0.1:{node}/0", 1), 2))
     with pytest.raises(StoreConfigError, match="unreachable for 0.3 s"):
         asyncio.run(fails(RedisClusterStore(f"redis+cluster://127.0.0.1:{free_port()}", 0.2), 0.3))
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+def test_a_failing_store_raises_store_down_not_its_drivers_error(kind, tmp_path):
+    """The protocol's error, not redis-py's or sqlite3's, reaches the registry (and a 503); the
+    cluster's is checked by tests/test_cluster.py (a killed master gives 503s, not 500s)."""
+    from conftest import RedisServer
+
+    server = RedisServer(tmp_path / "redis")
+
+    async def main():
+        if kind == "sqlite":
+            s = SqliteStore(tmp_path / "s.db")
+            await s.open(5)
+            assert await s.create_model("a", SPEC)
+            await s.close()  # every later call fails inside sqlite3
+        else:
+            server.start()
+            s = RedisStore(server.url, timeout=0.5)
+            await s.open(5)
+            assert await s.create_model("a", SPEC)
+            server.kill()  # every later call fails inside redis-py
+        for call in (s.last_seq("a"), s.list_models(), s.append("a", [Entry(b"x")], 0)):
+            with pytest.raises(StoreDown) as err:
+                await call
+            assert isinstance(err.value.__cause__, type(s).DRIVER_ERRORS), err.value.__cause__
+            assert s.name in str(err.value)
+
+    try:
+        asyncio.run(main())
+    finally:
+        server.stop()

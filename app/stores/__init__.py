@@ -11,6 +11,7 @@ from app.stores.base import (
     SeqConflict,
     Store,
     StoreConfigError,
+    StoreDown,
     StoreError,
 )
 from app.stores.redis import RedisStore
@@ -27,6 +28,7 @@ __all__ = [
     "SqliteStore",
     "Store",
     "StoreConfigError",
+    "StoreDown",
     "StoreError",
     "make_store",
 ]

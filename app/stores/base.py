@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+T = TypeVar("T")
 
 
 class StoreError(Exception):
@@ -39,6 +43,37 @@ class DuplicateKey(StoreError):
 
 class ModelGone(StoreError):
     """The model was deleted (by another process); nothing was written."""
+
+
+class StoreDown(StoreError):
+    """The store did not answer or failed (connection, timeout, disk, locked database): the
+    operation may be retried. Stores raise this for their driver's errors (``DRIVER_ERRORS``),
+    so nothing above the store protocol handles redis-py or sqlite3 exceptions."""
+
+
+def raises_store_errors(cls: type[T]) -> type[T]:
+    """Class decorator of a store: its public coroutine methods raise :class:`StoreDown` (from
+    the driver's exception) for any of the class's ``DRIVER_ERRORS``.
+
+    The tuple is read from the instance's class at call time, so a subclass's methods inherited
+    from its base translate the subclass's own errors too.
+    """
+    for name, fn in list(vars(cls).items()):
+        if name.startswith("_") or not inspect.iscoroutinefunction(fn):
+            continue
+
+        def wrap(fn: Any) -> Any:
+            @functools.wraps(fn)
+            async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+                try:
+                    return await fn(self, *args, **kwargs)
+                except type(self).DRIVER_ERRORS as exc:
+                    raise StoreDown(f"{self.name} store: {type(exc).__name__}: {exc}") from exc
+
+            return method
+
+        setattr(cls, name, wrap(fn))
+    return cls
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,14 @@ import redis.exceptions
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict, StoreConfigError
+from app.stores.base import (
+    DuplicateKey,
+    Entry,
+    ModelGone,
+    SeqConflict,
+    StoreConfigError,
+    raises_store_errors,
+)
 
 # KEYS: spec, seq, log, ids. ARGV: expected_seq, n, then n x (record, key, response).
 # Everything is checked before the first write, so a refused append writes nothing.
@@ -112,6 +119,7 @@ def _k(name: str, part: str) -> str:
     return f"chorus:m:{{{name}}}:{part}"
 
 
+@raises_store_errors
 class RedisStore:
     """A :class:`~app.stores.base.Store` on Redis (redis-py asyncio client).
 
@@ -127,6 +135,7 @@ class RedisStore:
     """
 
     name = "redis"
+    DRIVER_ERRORS: tuple[type[Exception], ...] = (redis.exceptions.RedisError, OSError)
 
     def __init__(self, url: str, timeout: float = 2.0) -> None:
         self.url = url

@@ -24,7 +24,7 @@ from urllib.parse import unquote
 import redis.exceptions
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
-from app.stores.base import StoreConfigError
+from app.stores.base import StoreConfigError, StoreDown, raises_store_errors
 from app.stores.redis import RedisStore, _k
 
 SCHEMES = ("redis+cluster", "rediss+cluster")
@@ -81,6 +81,7 @@ def is_cluster_url(url: str) -> bool:
     return url.partition("://")[0] in SCHEMES
 
 
+@raises_store_errors
 class RedisClusterStore(RedisStore):
     """A :class:`~app.stores.base.Store` on a Redis Cluster (the Redis store on a cluster client).
 
@@ -93,6 +94,11 @@ class RedisClusterStore(RedisStore):
     """
 
     name = "redis-cluster"
+    DRIVER_ERRORS = (
+        redis.exceptions.RedisError,
+        redis.exceptions.RedisClusterException,  # no node of the slot's map answers
+        OSError,
+    )
 
     def __init__(self, url: str, timeout: float = 2.0) -> None:
         super().__init__(url, timeout)
@@ -124,7 +130,7 @@ class RedisClusterStore(RedisStore):
                 return
             except StoreConfigError:
                 raise
-            except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException) as exc:
+            except (StoreDown, *self.DRIVER_ERRORS) as exc:  # super().open raises StoreDown
                 msg = str(exc).lower()
                 if "cluster support disabled" in msg or "cluster mode is not enabled" in msg:
                     raise StoreConfigError(

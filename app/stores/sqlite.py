@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict
+from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict, raises_store_errors
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS models (
@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS leases (
 """
 
 
+@raises_store_errors
 class SqliteStore:
     """A :class:`~app.stores.base.Store` in one SQLite database file.
 
@@ -51,6 +52,7 @@ class SqliteStore:
     """
 
     name = "sqlite"
+    DRIVER_ERRORS: tuple[type[Exception], ...] = (sqlite3.DatabaseError, OSError)
 
     def __init__(self, path: str | Path, synchronous: str = "NORMAL") -> None:
         self.path = Path(path)
