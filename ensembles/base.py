@@ -233,7 +233,7 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         start = 0
         w = np.asarray(weights, dtype=np.float64)
         while True:
-            start = kernel(member_learn)(bank.B, m, xn, xc, yc, w, start, bank.schema.n_classes,
+            start = kernel(member_learn)(bank.view(), m, xn, xc, yc, w, start, bank.schema.n_classes,
                                  bank.schema.code_attr_array, need)  # fmt: skip
             if start >= len(w):
                 break
@@ -249,7 +249,7 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
 
         xn, xc, yc = enc if enc is not None else self._encode_block(X, y)
         out = np.empty(len(yc), dtype=np.int64)
-        kernel(member_predict)(self._bank.B, m, xn, xc, self._bank.schema.n_classes,
+        kernel(member_predict)(self._bank.view(), m, xn, xc, self._bank.schema.n_classes,
                        self._bank.schema.code_attr_array, out)  # fmt: skip
         return out == yc
 

@@ -35,7 +35,7 @@ from ._tree import (
     add_value as add_value_,
 )
 from .base import check_weights
-from .jit import interpreting
+from .jit import MODE, interpreting, twin_of
 from .jit import kernel as jit_kernel
 from .limits import LimitError, Limits
 from .schema import FeatureTypeError, Schema
@@ -181,26 +181,31 @@ class TreeBank:
     def _set(self, T: TreeState) -> None:
         self.T = T
         self._alloc_bytes = sum(a.nbytes for a in T)
-        self._banks: dict[bool, Any] = {}  # the struct the kernels get, per mode (made lazily)
+        # the numba struct over T and the parameters (made on first compiled use: not while the
+        # interpreted twins run, which would compile its constructor), and the twins' view of T
+        self.B: Any = None if MODE.interpreted and interpreting() else make_bank(T, self.params)
+        self._namespace: Any = None
         self._out1 = np.zeros((1, T.dist.shape[2]))
 
-    @property
-    def B(self) -> Any:
-        """The kernels' view of ``T`` and the parameters: a numba struct, or a namespace over the
-        same arrays while kernels run interpreted (``learners.jit.set_interpreted``)."""
-        mode = interpreting()
-        bank = self._banks.get(mode)
-        if bank is None:
-            bank = self._banks[mode] = (interpreted_bank if mode else make_bank)(
-                self.T, self.params
-            )
-        return bank
+    def view(self, interpreted: bool | None = None) -> Any:
+        """What the kernels get: the numba struct ``B``, or, while kernels run interpreted
+        (``learners.jit.set_interpreted``; or ``interpreted=True``), a namespace over the same
+        arrays."""
+        if interpreted is None:
+            interpreted = MODE.interpreted and interpreting()
+        if interpreted:
+            if self._namespace is None:
+                self._namespace = interpreted_bank(self.T, self.params)
+            return self._namespace
+        if self.B is None:
+            self.B = make_bank(self.T, self.params)
+        return self.B
 
     def _init_roots(self) -> None:
         from ._tree import new_leaf
 
         for m in range(self.M):
-            jit_kernel(new_leaf)(self.B, m, 0, 0)
+            jit_kernel(new_leaf)(self.view(), m, 0, 0)
 
     # --------------------------------------------------------------------------- capacity
     def need(self) -> int:
@@ -257,7 +262,7 @@ class TreeBank:
 
     def _resize(self, cap: Capacity) -> None:
         self._set(_copy_into(_alloc(self.M, cap), self.T))
-        jit_kernel(build_index)(self.B)
+        jit_kernel(build_index)(self.view())
 
     def adopt_schema(self, schema: Schema) -> None:
         """Replace the (empty) schema of an untrained bank, e.g. by one built for pre-encoded rows."""
@@ -300,8 +305,10 @@ class TreeBank:
         seqs = self.n_seen + np.cumsum(learned) - 1  # sequence number of each learned row
         need = self.need() if do_learn else 0
         start = 0
+        interp = MODE.interpreted and interpreting()  # one mode for the whole call
+        run = twin_of(kernel) if interp else kernel
         while True:
-            start = jit_kernel(kernel)(self.B, ipar, fstate, xn, xc, yc, w, seqs, start, do_predict, do_learn, out,
+            start = run(self.view(interp), ipar, fstate, xn, xc, yc, w, seqs, start, do_predict, do_learn, out,
                            n_cls, self.schema.code_attr_array, need)  # fmt: skip
             if start >= R:
                 break
@@ -365,10 +372,15 @@ class TreeBank:
         self._ncls1[0] = n_cls
         need = self.need() if do_learn else 0
         out = self._out1
-        run = jit_kernel(kernel)
-        while not run(self.B, ipar, fstate, xn, xc, self._y1, self._w1, self._seq1, 0, do_predict,
+        interp = MODE.interpreted and interpreting()  # one mode for the whole call
+        run = twin_of(kernel) if interp else kernel
+        B = self.B
+        if interp or B is None:
+            B = self.view(interp)
+        while not run(B, ipar, fstate, xn, xc, self._y1, self._w1, self._seq1, 0, do_predict,
                          do_learn, out, self._ncls1, s.code_attr_array, need):  # fmt: skip
             self.grow_nodes(need)
+            B = self.view(interp)  # grown arrays: a new struct
             out = self._out1
         if do_learn and w > 0.0:
             self.n_seen += 1
@@ -432,7 +444,7 @@ class TreeBank:
                 raise ValueError(f"state array {prefix + name} has shape {src.shape}")
             dst[tuple(slice(0, n) for n in src.shape)] = src
         self._set(new)
-        jit_kernel(build_index)(self.B)
+        jit_kernel(build_index)(self.view())
 
     def _load_dense(self, arrays: dict[str, np.ndarray], prefix: str) -> None:
         """Load a version-1 state: a row for every (leaf, feature), (leaf, value) and (leaf,
@@ -469,7 +481,7 @@ class TreeBank:
             src, dst = old[name], getattr(T, name)
             dst[tuple(slice(0, n) for n in src.shape)] = src
         self._set(T)
-        B = self.B
+        B = self.view()
         add_feature, add_value, add_observer = (
             jit_kernel(add_feature_),
             jit_kernel(add_value_),

@@ -68,7 +68,13 @@ def _unliteral(dispatcher: CPUDispatcher) -> None:
 # same source run with ``njit`` as the identity.
 KERNEL_MODULES: list[str] = []
 _twins: dict[str, ModuleType] = {}
-_mode = {"interpreted": False}
+
+
+class _Mode:
+    interpreted = False  # the process's mode; read on every kernel call, so one attribute
+
+
+MODE = _Mode()
 _here = threading.local()  # a thread's own mode (compiled_here), else the process's
 
 
@@ -117,7 +123,7 @@ def twin(name: str) -> ModuleType:
 
 def interpreting() -> bool:
     """Whether kernels run as their interpreted twins (see :func:`set_interpreted`)."""
-    return getattr(_here, "interpreted", _mode["interpreted"])
+    return MODE.interpreted and getattr(_here, "interpreted", True)
 
 
 @contextlib.contextmanager
@@ -153,13 +159,18 @@ def set_interpreted(flag: bool) -> None:
     if flag:
         for name in KERNEL_MODULES:
             twin(name)
-    _mode["interpreted"] = bool(flag)
+    MODE.interpreted = bool(flag)
 
 
 def kernel(fn: Any) -> Any:
     """``fn`` (a compiled kernel), or its interpreted twin while :func:`interpreting`."""
-    if not interpreting():
+    if not (MODE.interpreted and interpreting()):
         return fn
+    return twin_of(fn)
+
+
+def twin_of(fn: Any) -> Any:
+    """The interpreted twin of compiled kernel ``fn`` (whatever the mode)."""
     run = getattr(twin(fn.py_func.__module__), fn.py_func.__name__)
 
     def quiet(*args: Any) -> Any:
