@@ -185,6 +185,7 @@ class TreeBank:
         # interpreted twins run, which would compile its constructor), and the twins' view of T
         self.B: Any = None if MODE.interpreted and interpreting() else make_bank(T, self.params)
         self._namespace: Any = None
+        self._fitted: tuple | None = None  # the schema's sizes fit_schema last saw for this T
         self._out1 = np.zeros((1, T.dist.shape[2]))
 
     def view(self, interpreted: bool | None = None) -> Any:
@@ -225,6 +226,9 @@ class TreeBank:
     def fit_schema(self) -> None:
         """Grow the class axis to the schema's classes; record the schema's row width."""
         s = self.schema
+        fitted = (len(s.classes), len(s.cat_names), len(s.num_names))
+        if fitted == self._fitted:  # nothing new since the last call (the usual learn)
+            return
         self._set_width(s.n_cat, s.n_num)
         cap = _capacity(self.T)
         C = cap.classes
@@ -236,6 +240,7 @@ class TreeBank:
         )
         if want != cap:
             self._resize(want)
+        self._fitted = fitted
 
     def grow_nodes(self, need: int) -> None:
         """Grow whatever ``has_room`` found short: ``need`` nodes/slots, and rows and index keys
@@ -269,6 +274,7 @@ class TreeBank:
         schema.limits = self.limits
         self.schema = schema
         self._last = None
+        self._fitted = None
         self.fit_schema()
 
     # --------------------------------------------------------------------------- running kernels
@@ -300,6 +306,7 @@ class TreeBank:
             self._set_width(
                 max(xc.shape[1], self.schema.n_cat), max(xn.shape[1], self.schema.n_num)
             )
+            self._fitted = None  # the width may exceed the schema's: the next fit_schema resets it
         out = np.zeros((R, self.T.dist.shape[2]))
         learned = w > 0.0
         seqs = self.n_seen + np.cumsum(learned) - 1  # sequence number of each learned row
