@@ -149,14 +149,23 @@ def run_config(n: int, cluster: RedisCluster, args, workdir: Path) -> dict:
         urls.append(f"http://127.0.0.1:{port}")
     try:
         setup_models(urls[0], args)
-        probe = Stats()
-        asyncio.run(drive(urls, args, args.probe, None, probe))
-        capacity = sum(probe.status.values()) / args.probe
-        rate = args.fraction * capacity
-        emit(f"N={n}: capacity {capacity:.0f} req/s (closed loop), load at {rate:.0f} req/s")
         pids = [p.p.pid for p in procs]
         redis_pids = [node.proc.pid for node in cluster.nodes if node.proc]
         watched = pids + redis_pids + [os.getpid()]
+        probe = Stats()
+        cpu0 = {p: cpu_seconds(p) for p in watched}
+        t0 = time.monotonic()
+        asyncio.run(drive(urls, args, args.probe, None, probe))
+        probe_wall = time.monotonic() - t0
+        probe_cpu = {p: (cpu_seconds(p) - cpu0[p]) / probe_wall for p in watched}
+        capacity = sum(probe.status.values()) / args.probe
+        rate = args.fraction * capacity
+        emit(
+            f"N={n}: capacity {capacity:.0f} req/s (closed loop, p50 {probe.pct(0.5):.1f} ms; "
+            f"CPU instances {sum(probe_cpu[p] for p in pids):.2f}, Redis "
+            f"{sum(probe_cpu[p] for p in redis_pids):.2f}, client {probe_cpu[os.getpid()]:.2f} "
+            f"cores), load at {rate:.0f} req/s"
+        )
         cpu0 = {p: cpu_seconds(p) for p in watched}
         rss: list[list[float]] = []
         stats = Stats()
