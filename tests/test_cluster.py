@@ -9,6 +9,7 @@ two-worker tests in tests/test_crash.py (parametrized). The cluster is the sessi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import random
 import threading
@@ -27,6 +28,7 @@ from test_crash import Server, _env, check_model, example, run_until_killed, str
 
 from app.main import create_app
 from app.settings import Settings
+from app.stores.redis_cluster import RedisClusterStore
 from tests import test_hardening
 from tests.test_service import SPEC, _stream
 
@@ -35,6 +37,18 @@ pytest.importorskip("ensembles")
 
 def _key(name: str) -> str:
     return f"chorus:m:{{{name}}}:spec"
+
+
+async def _keep_two(url: str, dead: str, alive: str) -> tuple[set[str], bytes | None]:
+    """Keep one prediction of each model in one call; what was not kept, and ``alive``'s."""
+    store = RedisClusterStore(url)
+    await store.open(timeout=10)
+    try:
+        items = [(dead, "p-dead", b"d"), (alive, "p-alive", b"a")]
+        failed = await store.put_predictions(items, 60, max_per_model=5)
+        return failed, await store.get_prediction(alive, "p-alive")
+    finally:
+        await store.close()
 
 
 @pytest.fixture
@@ -183,6 +197,8 @@ def test_master_killed_its_models_503_others_serve_nothing_lost(
                 assert learn(other, i).status_code == 200
             p = c.post("/predict", json={"model": other, "features": example(0)[0]})
             assert p.status_code == 200
+            # kept predictions of several models in one call: the lost master costs its own
+            assert asyncio.run(_keep_two(clean_cluster_url, "m", other)) == ({"m"}, b"a")
             assert c.get("/readyz").status_code == 200  # the instance serves the other slots
             victim.start()  # from its AOF
             deadline = time.monotonic() + 30

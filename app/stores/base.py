@@ -168,10 +168,13 @@ class Store(Protocol):
 
     async def put_predictions(
         self, items: list[tuple[str, str, bytes]], ttl: float, *, max_per_model: int | None = None
-    ) -> None:
+    ) -> set[str]:
         """Keep several ``(model, pid, blob)`` predictions in one round trip / transaction.
 
         With ``max_per_model`` a model keeps at most that many predictions: the oldest go first.
+        Returns the names of the models whose predictions were *not* kept because the part of
+        the store that holds them is down (a Redis Cluster master); raises :class:`StoreDown`
+        when none could be kept.
         """
 
     async def get_prediction(self, name: str, pid: str) -> bytes | None:

@@ -316,7 +316,7 @@ class RedisStore:
 
     async def put_predictions(
         self, items: list[tuple[str, str, bytes]], ttl: float, *, max_per_model: int | None = None
-    ) -> None:
+    ) -> set[str]:
         keep = ttl + max(ttl, 60.0)  # expired ones linger a while so they answer 410, not 404
         px = max(1, int(1000 * keep))
         now = time.time()
@@ -327,7 +327,7 @@ class RedisStore:
                     pipe.zadd(_k(name, "pz"), {pid: now})
             await pipe.execute()
         if max_per_model is None:
-            return
+            return set()
         for name in {name for name, _, _ in items}:
             pz = _k(name, "pz")
             await self.r.zremrangebyscore(pz, "-inf", now - keep)  # expired by themselves
@@ -335,6 +335,7 @@ class RedisStore:
             if excess > 0:
                 old = await self.r.zpopmin(pz, excess)
                 await self.r.delete(*[_k(name, f"p:{pid.decode()}") for pid, _ in old])
+        return set()  # one server: all kept, or an error
 
     async def get_prediction(self, name: str, pid: str) -> bytes | None:
         raw = await self.r.get(_k(name, f"p:{pid}"))

@@ -162,6 +162,28 @@ class RedisClusterStore(RedisStore):
                 continue
         return False
 
+    async def put_predictions(
+        self, items: list[tuple[str, str, bytes]], ttl: float, *, max_per_model: int | None = None
+    ) -> set[str]:
+        """One pipeline per model (its slot's master), all at once: a lost master costs the
+        predictions of its models only, the others are kept."""
+        by_model: dict[str, list[tuple[str, str, bytes]]] = {}
+        for item in items:
+            by_model.setdefault(item[0], []).append(item)
+        names = list(by_model)
+        put = super().put_predictions
+        done = await asyncio.gather(
+            *(put(by_model[n], ttl, max_per_model=max_per_model) for n in names),
+            return_exceptions=True,
+        )
+        failed = {n for n, r in zip(names, done, strict=True) if isinstance(r, BaseException)}
+        for r in done:
+            if isinstance(r, BaseException) and not isinstance(r, (StoreDown, *self.DRIVER_ERRORS)):
+                raise r  # a bug, not a lost master
+        if failed and len(failed) == len(names):
+            raise next(r for r in done if isinstance(r, BaseException))
+        return failed
+
     async def _mget(self, keys: list[str]) -> list[bytes | None]:
         return await self.r.mget_nonatomic(keys)  # one MGET per slot, pipelined per node
 

@@ -218,7 +218,7 @@ class SqliteStore:
 
     async def put_predictions(
         self, items: list[tuple[str, str, bytes]], ttl: float, *, max_per_model: int | None = None
-    ) -> None:
+    ) -> set[str]:
         now = time.time()
         with self._tx() as db:
             db.executemany(
@@ -236,6 +236,7 @@ class SqliteStore:
             self._puts += len(items)
             if self._puts // 1000 != before // 1000:  # expired ones linger max(TTL, 60 s): 410
                 db.execute("DELETE FROM predictions WHERE expires < ?", (now - max(ttl, 60.0),))
+        return set()  # one file: all kept, or an error
 
     async def get_prediction(self, name: str, pid: str) -> bytes | None:
         row = self.db.execute(
