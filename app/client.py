@@ -245,6 +245,19 @@ class _Call:
     params: Mapping[str, Any] | None = None
     idempotent: bool = True
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """``X-Chorus-Model: <name>`` for a call about one model: a load balancer in front of
+        several instances hashes on it, so each model's requests go to one instance
+        (deploy/nginx-cluster.conf). Names are ASCII-safe by the model-name rule."""
+        model = self.json.get("model") if isinstance(self.json, dict) else None
+        if model is None and self.params:
+            model = self.params.get("model")
+        return {ROUTE_HEADER: model} if isinstance(model, str) and model.isascii() else {}
+
+
+ROUTE_HEADER = "X-Chorus-Model"
+
 
 def new_id() -> str:
     """A fresh idempotency key."""
@@ -500,7 +513,7 @@ class ChorusClient(_Base):
             exc: Exception | None = None
             try:
                 response = self._http.request(
-                    call.method, call.path, json=call.json, params=call.params
+                    call.method, call.path, json=call.json, params=call.params, headers=call.headers
                 )
             except httpx.TransportError as e:
                 exc = e
@@ -643,7 +656,7 @@ class AsyncChorusClient(_Base):
             exc: Exception | None = None
             try:
                 response = await self._http.request(
-                    call.method, call.path, json=call.json, params=call.params
+                    call.method, call.path, json=call.json, params=call.params, headers=call.headers
                 )
             except httpx.TransportError as e:
                 exc = e

@@ -290,3 +290,122 @@ def test_cluster_compose_nginx_balances_every_instance(cluster_compose, dockerfi
     assert {k: v["condition"] for k, v in nginx["depends_on"].items()} == {
         n: "service_healthy" for n in chorus
     }
+
+
+# --------------------------------------------------------------------- the balancer, for real
+class _Backend:
+    """A stand-in instance: answers every request with its own name and records the route
+    header it was sent."""
+
+    def __init__(self, name: str) -> None:
+        import http.server
+        import threading
+
+        seen = self.seen = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                seen.append(self.headers.get("X-Chorus-Model"))
+                body = json.dumps({"instance": name, "prediction": None, "probabilities": {}})
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body.encode())
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def balancer(tmp_path):
+    """The deploy's nginx config, run by a real nginx, in front of two stand-in instances."""
+    import shutil
+    import subprocess
+    import time
+
+    import httpx
+
+    from tests.conftest import free_port
+
+    nginx = shutil.which("nginx") or (
+        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
+    )
+    if nginx is None:
+        pytest.skip("nginx is not installed (bash .ci/test installs it)")
+    backends = [_Backend("chorus-1"), _Backend("chorus-2")]
+    port = free_port()
+    conf = (ROOT / "deploy/nginx-cluster.conf").read_text()
+    for k, b in enumerate(backends, 1):
+        conf = conf.replace(f"server chorus-{k}:8000", f"server 127.0.0.1:{b.port}")
+    conf = conf.replace("listen 80;", f"listen 127.0.0.1:{port};")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "site.conf").write_text(conf)
+    (tmp_path / "nginx.conf").write_text(
+        "worker_processes 1; pid nginx.pid; error_log logs/error.log;\n"
+        "events { worker_connections 64; }\n"
+        "http { access_log off; client_body_temp_path tmp; proxy_temp_path tmp;\n"
+        f"  include {tmp_path / 'site.conf'}; }}\n"
+    )
+    (tmp_path / "tmp").mkdir()
+    proc = subprocess.Popen(
+        [nginx, "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf"), "-g", "daemon off;"],
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            httpx.get(url + "/healthz", trust_env=False)
+            break
+        except httpx.TransportError:
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "nginx did not start"
+            time.sleep(0.05)
+    yield url, backends
+    proc.terminate()
+    proc.wait(10)
+    for b in backends:
+        b.server.shutdown()
+
+
+def test_balancer_routes_each_model_to_one_instance(balancer):
+    """Requests about one model reach one instance, however the model is named (header, query,
+    path); different models spread over both instances."""
+    import httpx
+
+    url, _ = balancer
+    where = {}
+    with httpx.Client(base_url=url, trust_env=False) as c:
+        for k in range(40):
+            name = f"user-{k}.duration"
+            got = {
+                c.post("/learn", json={"model": name}, headers={"X-Chorus-Model": name}).json()[
+                    "instance"
+                ]
+                for _ in range(3)
+            }
+            got.add(c.get("/predict", params={"model": name, "a": 1}).json()["instance"])
+            got.add(c.get(f"/models/{name}/metrics").json()["instance"])
+            assert len(got) == 1, (name, got)
+            where[name] = got.pop()
+        spread = {c.get("/models").json()["instance"] for _ in range(40)}
+    assert set(where.values()) == {"chorus-1", "chorus-2"}
+    assert spread == {"chorus-1", "chorus-2"}  # no model named: spread at random
+
+
+def test_client_names_the_model_for_the_balancer(balancer):
+    from app.client import ChorusClient
+
+    url, backends = balancer
+    with ChorusClient(url, retries=0) as client:
+        client.predict("calendar-7", {"a": 1.0})
+    assert "calendar-7" in [h for b in backends for h in b.seen]
