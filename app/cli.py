@@ -668,25 +668,13 @@ def _settings(data_dir: Path | None, redis_url: str | None) -> Any:
 
 
 async def _export_blob(name: str, settings: Any) -> tuple[bytes, int]:
-    from app import snapshot
     from app.registry import Registry
     from app.stores import make_store
 
     store = make_store(settings)
     await store.open(min(settings.startup_timeout, 10.0))
     try:
-        registry = Registry(store, settings)
-        registry.ready = True  # this process loads only the one model it exports
-        h = await registry.get(name)
-        meta = {
-            "name": name,
-            "seq": h.seq,
-            "spec": h.spec,
-            "metrics": h.metrics.to_json(),
-            "exported": "chorus export",
-        }
-        key = settings.snapshot_key.encode() if settings.snapshot_key else None
-        return snapshot.encode(h.model.to_state(), meta, key), int(h.model.n_seen)
+        return await Registry(store, settings).export(name)  # loads only this model
     finally:
         await store.close()
 

@@ -51,9 +51,9 @@ def _warm_kinds(registry: Registry, settings: Settings) -> list[str]:
     """Ensemble kinds to compile at start-up: those of the recovered native models, then
     ``CHORUS_WARMUP``'s."""
     stored = [
-        h.spec.get("ensemble", "bagging")
-        for h in registry.handles.values()
-        if not str(h.spec.get("learner", "")).startswith("river:")
+        spec.get("ensemble", "bagging")
+        for spec in registry.loaded_specs()
+        if not str(spec.get("learner", "")).startswith("river:")
     ]
     return [k for k in stored if k in ("bagging", "boosting", "single")] + parse_kinds(
         settings.warmup

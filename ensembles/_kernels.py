@@ -11,8 +11,14 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
-from learners import _tree
-from learners._tree import argmax, classes_after, has_room, tree_learn, tree_proba
+from learners.compiled import (
+    KERNEL_SOURCES,
+    best_class,
+    classes_after,
+    has_room,
+    tree_learn,
+    tree_proba,
+)
 from learners.jit import one_specialisation
 
 from . import _rng
@@ -24,7 +30,7 @@ def _purge_stale_cache() -> None:
     RNG kernels: when those sources change, drop this module's cached machine code."""
     here = Path(__file__)
     digest = hashlib.sha256(
-        b"".join(Path(str(m.__file__)).read_bytes() for m in (_tree, _rng))
+        b"".join(p.read_bytes() for p in (*KERNEL_SOURCES, Path(str(_rng.__file__))))
     ).hexdigest()
     cache = here.parent / "__pycache__"
     stamp = cache / f"{here.stem}.deps"
@@ -67,7 +73,7 @@ def bagging_predict(B, ipar, fstate, xr, cr, n, code_attr, p, hint, out_row):
     for m in range(B.kind.shape[0]):
         if tree_proba(B, B, m, xr, cr, n, code_attr, p, hint):
             if ipar[1] == VOTE_MAJORITY:
-                out_row[argmax(p, n)] += 1.0
+                out_row[best_class(p, n)] += 1.0
             else:
                 for c in range(n):
                     out_row[c] += p[c]
@@ -115,7 +121,7 @@ def boosting_predict(B, ipar, fstate, xr, cr, n, code_attr, p, hint, out_row):
     for m in range(M):
         if wts[m] > 0.0 and tree_proba(B, B, m, xr, cr, n, code_attr, p, hint):
             if ipar[1] == VOTE_MAJORITY:
-                out_row[argmax(p, n)] += wts[m]
+                out_row[best_class(p, n)] += wts[m]
             else:
                 for c in range(n):
                     out_row[c] += wts[m] * p[c]
@@ -137,7 +143,7 @@ def boosting_learn(B, ipar, fstate, xr, cr, y, w, seq, nc, code_attr, p, scratch
         k = poisson(lam, ipar[0], seq, m)  # k ~ Poisson(lambda)
         if k > 0:
             tree_learn(B, B, m, xr, cr, y, float(k), nc, code_attr, scratch, hint)
-        correct = tree_proba(B, B, m, xr, cr, nc, code_attr, p, hint) and argmax(p, nc) == y
+        correct = tree_proba(B, B, m, xr, cr, nc, code_attr, p, hint) and best_class(p, nc) == y
         hint[m, 0] = -1  # computed after the update: not reusable
         if correct:  # h_m(x) = y
             lam_sc[m] += lam
@@ -188,7 +194,7 @@ def ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_le
 @nb.njit(cache=True)
 def bagging_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
                 code_attr, need):  # fmt: skip
-    """Online bagging over rows; ``ipar = [seed, vote]``. Signature of ``_tree.single_run``."""
+    """Online bagging over rows; ``ipar = [seed, vote]``. Signature of ``learners.compiled.single_run``."""
     return ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
                         n_cls, code_attr, need, BAGGING)  # fmt: skip
 
@@ -197,7 +203,7 @@ def bagging_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_lea
 def boosting_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
                  code_attr, need):  # fmt: skip
     """Online boosting over rows; ``ipar = [seed, vote]``, ``fstate = [lambda_sc, lambda_sw]`` (one
-    column per member). Signature of ``_tree.single_run``."""
+    column per member). Signature of ``learners.compiled.single_run``."""
     return ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
                         n_cls, code_attr, need, BOOSTING)  # fmt: skip
 
@@ -224,7 +230,7 @@ def member_predict(B, m, xn, xc, n_classes, code_attr, out):
     hint = np.full((B.kind.shape[0], 2), -1, dtype=np.int64)
     for r in range(xn.shape[0]):
         if tree_proba(B, B, m, xn[r], xc[r], n_classes, code_attr, p, hint):
-            out[r] = argmax(p, n_classes)
+            out[r] = best_class(p, n_classes)
         else:
             out[r] = -1
 

@@ -62,7 +62,7 @@ class OnlineBagging(VotingEnsemble):
     _kernel = staticmethod(_kernels.bagging_run)
 
     def _init_extra(self) -> None:
-        self._I = self._ipar()
+        self._int_params = self._ipar()
 
     # slow path: the same algorithm over Python member objects
     def _py_predict(self, x: Features) -> dict:
@@ -74,7 +74,7 @@ class OnlineBagging(VotingEnsemble):
                 continue
             voters += 1
             if self.vote == "majority":
-                label = self._argmax(p)
+                label = self._top_class(p)
                 if label is not None:
                     votes[label] = votes.get(label, 0.0) + 1.0
             else:
@@ -100,7 +100,7 @@ class OnlineBagging(VotingEnsemble):
         X, y = list(X), list(y)
         if not X:
             return self
-        enc = self._encode_block(X, y) if self._native else None
+        enc = self._encode_block(X, y)
         for m in range(self.n_models):
             counts = resample_counts(
                 np.ones(len(X)), len(X), self.seed, m, _PRIME_TAG + self.n_seen

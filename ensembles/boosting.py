@@ -77,16 +77,16 @@ class OnlineBoosting(VotingEnsemble):
     kind = "boosting"
 
     def _init_extra(self) -> None:
-        self._I = self._ipar()
-        self._F = np.zeros((2, self.n_models))  # rows: lambda_sc, lambda_sw
+        self._int_params = self._ipar()
+        self._float_state = np.zeros((2, self.n_models))  # rows: lambda_sc, lambda_sw
 
     @property
     def _lam_sc(self) -> np.ndarray:
-        return self._F[0]
+        return self._float_state[0]
 
     @property
     def _lam_sw(self) -> np.ndarray:
-        return self._F[1]
+        return self._float_state[1]
 
     _kernel = staticmethod(_kernels.boosting_run)
 
@@ -110,7 +110,7 @@ class OnlineBoosting(VotingEnsemble):
             if wts[m] <= 0.0:
                 continue
             p = member.predict_proba_one(x)
-            label = self._argmax(p)
+            label = self._top_class(p)
             if label is None:
                 continue
             total += wts[m]
@@ -129,7 +129,7 @@ class OnlineBoosting(VotingEnsemble):
             k = poisson(lam, self.seed, seq, m)
             if k > 0:
                 member.learn_one(x, y, w=float(k))
-            if self._argmax(member.predict_proba_one(x)) == y:
+            if self._top_class(member.predict_proba_one(x)) == y:
                 self._lam_sc[m] += lam
                 eps = self._lam_sw[m] / (self._lam_sc[m] + self._lam_sw[m])
                 lam = lam / (2.0 * (1.0 - eps))
@@ -143,8 +143,8 @@ class OnlineBoosting(VotingEnsemble):
         return {"boost.lam_sc": self._lam_sc.copy(), "boost.lam_sw": self._lam_sw.copy()}
 
     def _load_extra(self, arrays: dict[str, np.ndarray]) -> None:
-        self._F[0] = np.asarray(arrays["boost.lam_sc"], dtype=np.float64)
-        self._F[1] = np.asarray(arrays["boost.lam_sw"], dtype=np.float64)
+        self._float_state[0] = np.asarray(arrays["boost.lam_sc"], dtype=np.float64)
+        self._float_state[1] = np.asarray(arrays["boost.lam_sw"], dtype=np.float64)
 
     def _describe_members(self) -> list[dict]:
         base = super()._describe_members()
@@ -166,7 +166,7 @@ class OnlineBoosting(VotingEnsemble):
         N = len(X)
         if N == 0:
             return self
-        enc = self._encode_block(X, y) if self._native else None
+        enc = self._encode_block(X, y)
         D = np.full(N, 1.0 / N)
         for m in range(self.n_models):
             counts = resample_counts(D, N, self.seed, m, _PRIME_TAG + self.n_seen)

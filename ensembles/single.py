@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from learners import HoeffdingTree, Limits, _tree
+from learners import HoeffdingTree, Limits
 from learners.base import Features, Label
+from learners.compiled import single_run
 
 from .base import OnlineEnsemble
 
@@ -34,7 +35,7 @@ class Single(OnlineEnsemble):
             raise ValueError(f"n_models must be 1 for a single model, got {n_models!r}")
         super().__init__(learner, n_models=1, seed=seed, limits=limits)
 
-    _kernel = staticmethod(_tree.single_run)
+    _kernel = staticmethod(single_run)
 
     @classmethod
     def _unit_test_params(cls) -> Iterator[dict[str, Any]]:

@@ -278,9 +278,11 @@ class TreeBank:
         self.fit_schema()
 
     # --------------------------------------------------------------------------- running kernels
-    def run(self, kernel, ipar, fstate, X, ys, ws, do_predict: bool, do_learn: bool) -> list[dict]:
+    def run(self, kernel, ipar, fstate, X, ys=None, ws=None, *, predict: bool = True,
+            learn: bool = False) -> list[dict]:  # fmt: skip
         """Run ``kernel`` (signature of ``_tree.single_run``) over rows; returns the predictions
-        (made before each row is learned) when ``do_predict``."""
+        (made before each row is learned) when ``predict``."""
+        do_predict, do_learn = predict, learn
         schema = self.schema
         R = len(X)
         if do_learn:
@@ -290,16 +292,18 @@ class TreeBank:
         else:  # checked before encoding: a rejected call leaves no trace in the schema
             w = check_weights(ws, R)
         xn, xc, yc, n_cls = schema.encode_rows(X, grow=do_learn, ys=ys if do_learn else None)
-        out = self.run_encoded(kernel, ipar, fstate, xn, xc, yc, w, n_cls, do_predict, do_learn)
+        out = self.run_encoded(kernel, ipar, fstate, xn, xc, yc, w, n_cls, predict=do_predict,
+                               learn=do_learn)  # fmt: skip
         if not do_predict:
             return []
         return [schema.proba_dict(out[r], int(n_cls[r])) for r in range(R)]
 
-    def run_encoded(self, kernel, ipar, fstate, xn, xc, yc, w, n_cls, do_predict: bool,
-                    do_learn: bool) -> np.ndarray:  # fmt: skip
+    def run_encoded(self, kernel, ipar, fstate, xn, xc, yc, w, n_cls, *, predict: bool = True,
+                    learn: bool = False) -> np.ndarray:  # fmt: skip
         """``run`` on rows already encoded under ``self.schema`` (as ``Schema.encode_rows``
         returns them; ``w`` checked). Returns the probabilities ``[R, C]`` (over the ``n_cls[r]``
         classes known at row r; a row of zeros when there is no prediction)."""
+        do_predict, do_learn = predict, learn
         R = xn.shape[0]
         if do_learn:
             self.fit_schema()
@@ -347,10 +351,11 @@ class TreeBank:
             self._last = (x, dict(x), J, A, xn, xc)
         return xn, xc
 
-    def run_one(self, kernel, ipar, fstate, x, y, w: float, do_predict: bool, do_learn: bool,
-                label_only: bool = False):  # fmt: skip
+    def run_one(self, kernel, ipar, fstate, x, y=None, w: float = 0.0, *, predict: bool = True,
+                learn: bool = False, label_only: bool = False):  # fmt: skip
         """The per-example fast path of ``run`` (same results, less overhead); with
         ``label_only`` the prediction is returned as the most probable label."""
+        do_predict, do_learn = predict, learn
         s = self.schema
         if type(x) is not dict and not isinstance(x, dict):
             raise FeatureTypeError("features", f"expected a dict, got {type(x).__name__}")

@@ -23,6 +23,8 @@ READABLE_VERSIONS = (1, 2)  # version 1 (dense leaf blocks) is converted on load
 _CRITERIA = {"info_gain": _tree.CRIT_INFO_GAIN, "gini": _tree.CRIT_GINI}
 _LEAF_PRED = {"mc": _tree.PRED_MC, "nb": _tree.PRED_NB, "nba": _tree.PRED_NBA}
 _UNLIMITED = 1 << 40
+_NO_INT_PARAMS = np.zeros(1, np.int64)  # what single_run takes as ipar / fstate (unused)
+_NO_FLOAT_STATE = np.zeros((1, 1))
 
 
 # upper bounds of the size parameters: what a model spec may make the engine count or allocate
@@ -99,29 +101,29 @@ class NativeLearner(ManyMixin, RiverEstimator):
         return self._bank.n_seen
 
     # ---------------------------------------------------------------- the model API
-    _I = np.zeros(1, np.int64)
-    _F = np.zeros((1, 1))
-
     def learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> None:  # type: ignore[override]
         """Learn one example with sample weight ``w`` (``w = 0`` does nothing)."""
-        self._bank.run_one(_tree.single_run, self._I, self._F, x, y, w, False, True)
+        self._bank.run_one(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x, y, w, predict=False,
+                           learn=True)  # fmt: skip
 
     def predict_proba_one(self, x: Features) -> dict[Label, float]:  # type: ignore[override]
         """Class probabilities (``{}`` before any training)."""
-        return self._bank.run_one(_tree.single_run, self._I, self._F, x, None, 0.0, True, False)
+        return self._bank.run_one(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x)
 
     def predict_one(self, x: Features) -> Label | None:  # type: ignore[override]
         """The most probable label (``None`` before any training)."""
-        return self._bank.run_one(_tree.single_run, self._I, self._F, x, None, 0.0, True, False,
-                                  True)  # fmt: skip
+        return self._bank.run_one(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x,
+                                  label_only=True)  # fmt: skip
 
     def predict_learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> dict[Label, float]:
         """Predict, then learn (prequential). Returns the class *probabilities* the model gave
         before learning ``x`` (not a label: ``argmax_label`` of it is the prediction)."""
-        return self._bank.run_one(_tree.single_run, self._I, self._F, x, y, w, True, True)
+        return self._bank.run_one(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x, y, w,
+                                  learn=True)  # fmt: skip
 
     def _run(self, X, ys, ws, do_predict: bool, do_learn: bool) -> list[dict]:
-        return self._bank.run(_tree.single_run, self._I, self._F, X, ys, ws, do_predict, do_learn)
+        return self._bank.run(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, X, ys, ws,
+                              predict=do_predict, learn=do_learn)  # fmt: skip
 
     # ---------------------------------------------------------------- pre-encoded rows
     def learn_encoded(self, rows: EncodedRows, w: Any) -> None:
@@ -137,7 +139,16 @@ class NativeLearner(ManyMixin, RiverEstimator):
         schema, (xn, xc, yc, n_cls) = rows.learn_arrays(keep)
         bank.adopt_schema(schema)
         bank.run_encoded(
-            _tree.single_run, self._I, self._F, xn, xc, yc, w[keep], n_cls, False, True
+            _tree.single_run,
+            _NO_INT_PARAMS,
+            _NO_FLOAT_STATE,
+            xn,
+            xc,
+            yc,
+            w[keep],
+            n_cls,
+            predict=False,
+            learn=True,
         )
 
     def predict_encoded(self, rows: EncodedRows) -> np.ndarray:
@@ -151,8 +162,8 @@ class NativeLearner(ManyMixin, RiverEstimator):
             xn, xc = arrays
         R = len(rows)
         n_cls = np.full(R, s.n_classes, dtype=np.int64)
-        out = self._bank.run_encoded(_tree.single_run, self._I, self._F, xn, xc,
-                                     np.zeros(R, np.int64), np.ones(R), n_cls, True, False)  # fmt: skip
+        out = self._bank.run_encoded(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, xn, xc,
+                                     np.zeros(R, np.int64), np.ones(R), n_cls)  # fmt: skip
         return s.best_classes(out)
 
     # ---------------------------------------------------------------- state

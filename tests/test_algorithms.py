@@ -188,7 +188,7 @@ def test_vote_average_weighs_confidence_majority_counts_heads(cls):
         model._members = [m.clone() for m in members]
         model.declare(classes=["A", "B"])
         if cls is OnlineBoosting:  # every member e = 1/4: equal vote weights
-            model._F[0], model._F[1] = 3.0, 1.0
+            model._float_state[0], model._float_state[1] = 3.0, 1.0
         votes[vote] = model.predict_one({})
     assert votes == {"average": "B", "majority": "A"}
     assert cls(Constant("A")).vote == "average"

@@ -80,7 +80,7 @@ def test_models_in_every_slot_are_listed_and_recovered(make_client, redis_cluste
     with make_client() as c:  # restart: ready, every model recovered from its own slot
         assert c.get("/readyz").status_code == 200
         assert c.app.state.registry.store.name == "redis-cluster"
-        assert set(c.app.state.registry.handles) == set(names)
+        assert set(c.app.state.registry.models.names()) == set(names)
         assert {n: c.get(f"/models/{n}").json()["n_seen"] for n in names} == before
         assert c.delete("/models/u3").status_code == 204
         assert "u3" not in [m["name"] for m in c.get("/models").json()["models"]]

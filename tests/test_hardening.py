@@ -239,10 +239,10 @@ def test_replica_reloads_when_the_log_was_trimmed_past_it(make_client):
         assert last == 50
         reg_a = a.app.state.registry
         for _ in range(500):  # the snapshot is written just after the answer goes out
-            if reg_a.handles["m"].snap_seq == 50:
+            if reg_a.models.peek("m").snap_seq == 50:
                 break
             time.sleep(0.01)
-        assert reg_a.handles["m"].snap_seq == 50  # snapshotted: the log behind 50 is gone
+        assert reg_a.models.peek("m").snap_seq == 50  # snapshotted: the log behind 50 is gone
         assert _probas(b, min_seq=last) == _probas(a)  # B caught up through the snapshot
         d = b.get("/models/m", params={"min_seq": last}).json()
         assert (d["n_seen"], d["seq"]) == (50, 50)

@@ -37,14 +37,11 @@ async def learn(request: Request) -> Response:
             for e in body.examples
         ]
         results = await reg.learn(body.model, exs)
-        h = reg.handles.get(body.model)
-        acc = h.metrics.report()["accuracy"] if h else None
-        return json_response({"results": results, "accuracy": acc})
+        return json_response({"results": results, "accuracy": reg.accuracy(body.model)})
     if body.prediction_id is not None:
         result = await reg.learn_delayed(body.model, body.prediction_id, body.label, body.id)
     else:
         ex = Example(body.features, body.label, body.weight, body.id)
         (result,) = await reg.learn(body.model, [ex])
-    h = reg.handles.get(body.model)
-    result["accuracy"] = h.metrics.report()["accuracy"] if h else None
+    result["accuracy"] = reg.accuracy(body.model)
     return json_response(result)

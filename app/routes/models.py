@@ -7,7 +7,6 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query
 from starlette.responses import Response
 
-from app.errors import ModelBroken, ModelNotFound
 from app.names import NAME_PATTERN, NAME_RULE
 from app.routes.deps import RegistryDep, errors, json_response, require_key
 from app.routes.schemas import Metrics, ModelCreate, ModelDescription, ModelList
@@ -30,24 +29,13 @@ NamePath = Annotated[str, Path(pattern=NAME_PATTERN, description=f"Model name: {
 async def create_model(body: ModelCreate, reg: RegistryDep) -> Response:
     """Declare a model from a spec (models are declared, never uploaded)."""
     spec = body.model_dump(exclude={"name"})
-    h = await reg.create(body.name, spec)
-    return json_response(reg.describe(h), 201)
+    return json_response(await reg.create(body.name, spec), 201)
 
 
 @router.get("/models", response_model=ModelList, responses=errors(401, 503), summary="List models")
 async def list_models(reg: RegistryDep) -> Response:
     """Every declared model with its description."""
-    out = []
-    for name in await reg.names():
-        try:
-            out.append(reg.describe(await reg.get(name)))
-        except ModelBroken:
-            broken = await reg.describe_broken(name)
-            if broken is not None:
-                out.append(broken)
-        except ModelNotFound:  # deleted meanwhile: just skipped
-            pass
-    return json_response({"models": out})
+    return json_response({"models": await reg.list_models()})
 
 
 @router.get(
@@ -62,7 +50,7 @@ async def get_model(
     min_seq: Annotated[int | None, Query(ge=0, le=2**63 - 1, description=MIN_SEQ_DOC)] = None,
 ) -> Response:
     """Spec, examples seen, state bytes, metrics, and per-member ε/λ for boosting."""
-    return json_response(reg.describe(await reg.fresh(name, min_seq, always=True)))
+    return json_response(await reg.describe(name, min_seq))
 
 
 @router.delete(
@@ -85,4 +73,4 @@ async def delete_model(name: NamePath, reg: RegistryDep) -> Response:
 )
 async def model_metrics(name: NamePath, reg: RegistryDep) -> Response:
     """Prequential accuracy, Cohen's kappa and accuracy over the last 1,000 scored examples."""
-    return json_response((await reg.fresh(name, always=True)).metrics.report())
+    return json_response(await reg.metrics(name))

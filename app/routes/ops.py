@@ -45,7 +45,7 @@ async def readyz(reg: RegistryDep, request: Request) -> Response:
     warmup = request.app.state.warmup
     if not warmup.serving:  # kernels loading; on a cold cache the interpreted ones serve at once
         return json_response({"detail": warmup.status()}, 503)
-    if not await reg.store.ping():
+    if not await reg.ping():
         return json_response({"detail": f"{reg.store.name} store unreachable"}, 503)
     return json_response({"status": "ready", "engine": warmup.engine})
 
@@ -79,14 +79,13 @@ class ModelCollector:
         lag = GaugeMetricFamily(
             "chorus_model_unsnapshotted", "Log entries not yet in a snapshot", labels=["model"]
         )
-        for name, h in list(self.registry.handles.items()):
-            learned.add_metric([name], float(h.seq))
-            rep = h.metrics.report()
+        for name, seq, rep, since_snapshot in self.registry.gauges():
+            learned.add_metric([name], float(seq))
             if rep["accuracy"] is not None:
                 acc.add_metric([name], rep["accuracy"])
             if rep["window_accuracy"] is not None:
                 wacc.add_metric([name], rep["window_accuracy"])
-            lag.add_metric([name], float(h.since_snapshot))
+            lag.add_metric([name], float(since_snapshot))
         yield from (learned, acc, wacc, lag)
 
 

@@ -65,9 +65,7 @@ async def predict_get(request: Request) -> Response:
         raise InvalidInput("model: query parameter required")
     if not NAME_RE.match(model):
         raise InvalidInput(f"model: {model!r} is not a model name ({NAME_RULE})")
-    h = await reg.get(model)
-    (result,) = await reg.predict(model, [reg.typed_query(h, params)], raw=params)
-    return json_response(result)
+    return json_response(await reg.predict_query(model, params))
 
 
 @router.post(

@@ -1,0 +1,231 @@
+"""The registry's public API: what routes, the app's lifespan and the CLI call."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from app import validate
+from app.errors import (
+    InvalidInput,
+    ModelBroken,
+    ModelExists,
+    ModelNotFound,
+    NotReady,
+)
+from app.names import NAME_RE, NAME_RULE
+from app.registry import views
+from app.registry.common import engine, engine_spec, is_river_spec
+from app.registry.common import store_call as _store
+from app.registry.handles import Example, Handle, ModelMetrics
+from app.registry.keeper import PredictionKeeper
+from app.registry.loaded import LoadedModels
+from app.registry.reader import ModelReader
+from app.registry.recovery import Recovery
+from app.registry.writer import ModelWriter
+from app.river_check import check_river_params
+from app.settings import Settings
+from app.stores.base import Store
+
+log = logging.getLogger("chorus.registry")
+
+
+class Registry:
+    """All models of one process, on top of one :class:`~app.stores.base.Store`.
+
+    Made of four parts: :class:`~app.registry.recovery.Recovery` (load and snapshot),
+    :class:`~app.registry.loaded.LoadedModels` (what is in memory),
+    :class:`~app.registry.writer.ModelWriter` (group commit) and
+    :class:`~app.registry.keeper.PredictionKeeper` (delayed labels).
+
+    Parameters
+    ----------
+    store
+        The durable store.
+    settings
+        Service settings (durability, snapshot policy, TTLs, limits).
+    """
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+        self.recovery = Recovery(store, settings)
+        self.models = LoadedModels(self.recovery)
+        self.writer = ModelWriter(self.models)
+        self.keeper = PredictionKeeper(store, settings)
+        self.reader = ModelReader(self.models, self.keeper)
+        self._ready = False
+
+    # ----------------------------------------------------------------- lifecycle
+    @property
+    def ready(self) -> bool:
+        """Whether every declared model was recovered (requests are refused before)."""
+        return self._ready
+
+    async def recover(self) -> None:
+        """Load every declared model (snapshot + log replay); then the registry is ready."""
+        specs = await _store(self.store.list_models())
+        for name, spec in specs.items():
+            if self.models.peek(name) is None:
+                try:
+                    self.models.add(await self.models.load(name, spec))
+                except ModelBroken as exc:
+                    log.error("%s", exc.detail)
+        self._ready = True
+        log.info("recovered %d model(s) from the %s store", len(self.models), self.store.name)
+
+    async def snapshot_all(self, *, force: bool = False) -> int:
+        """Snapshot every model that changed (all with ``force``); returns how many were written."""
+        return await self.models.snapshot_all(force=force)
+
+    async def periodic(self) -> None:
+        """Background task: snapshot models whose last snapshot is older than the interval."""
+        await self.models.periodic()
+
+    async def ping(self) -> bool:
+        """Whether the store answers."""
+        return await self.store.ping()
+
+    def loaded_specs(self) -> list[dict[str, Any]]:
+        """Specs of the models in memory."""
+        return [h.spec for h in self.models]
+
+    def gauges(self) -> Iterator[tuple[str, int, dict[str, Any], int]]:
+        """``(name, seq, metrics report, entries since snapshot)`` of each model in memory."""
+        for h in self.models:
+            yield h.name, h.seq, h.metrics.report(), h.since_snapshot
+
+    async def export(self, name: str) -> tuple[bytes, int]:
+        """A snapshot blob of one model and its example count (``chorus export``); loads only
+        that model, so it works without :meth:`recover`."""
+        h = await self.models.get(name)
+        blob = self.recovery.encode(h, spec=h.spec, exported="chorus export")
+        return blob, int(h.model.n_seen)
+
+    # ----------------------------------------------------------------- models
+    async def create(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """Declare a model (``build_model`` validates the spec; 409 if the name is taken);
+        returns its description."""
+        self._check_ready()
+        if not NAME_RE.match(name):
+            raise InvalidInput(f"name: {name!r} is not a model name ({NAME_RULE})")
+        ensembles, learners = engine()
+        features, classes = spec.get("features"), spec.get("classes")
+        for fld, value in spec.items():
+            validate.check(value, fld)
+        if is_river_spec(spec):
+            check_river_params(spec["learner"], dict(spec.get("params") or {}))
+        try:
+            model = ensembles.build_model(engine_spec(spec))
+            model.declare(features=features, classes=classes)
+        except learners.ParamError as exc:  # the engine's own bounds (learners.native)
+            raise InvalidInput(f"params.{exc.param}: {exc}") from exc
+        except (ValueError, TypeError, KeyError, ImportError, OverflowError) as exc:
+            raise InvalidInput(f"spec: {exc}") from exc
+        if is_river_spec(spec) and not self.recovery.signs:
+            raise InvalidInput(
+                "learner: river-backed models are snapshotted with pickle, so they need "
+                "CHORUS_SNAPSHOT_KEY (an HMAC key kept outside the store) to be set on the server"
+            )
+        stored = {**model.spec(), "features": features, "classes": classes}
+        if not await _store(self.store.create_model(name, stored)):
+            raise ModelExists(f"model {name!r} already exists")
+        h = Handle(name, stored, model, metrics=ModelMetrics(self.settings.metrics_window))
+        self.models.add(h)
+        return views.describe(h)
+
+    async def delete(self, name: str) -> None:
+        """Drop a model with everything stored about it."""
+        self._check_ready()
+        h = self.models.peek(name)
+        if h is not None:
+            async with h.lock:
+                gone = await _store(self.store.delete_model(name))
+                self.models.drop(name)
+        else:
+            gone = await _store(self.store.delete_model(name))
+        self.models.broken.pop(name, None)
+        if not gone:
+            raise ModelNotFound(f"model {name!r} not found")
+
+    async def names(self) -> list[str]:
+        """Every declared model (also those declared by other processes on the same store)."""
+        self._check_ready()
+        return list(await _store(self.store.list_models()))
+
+    async def list_models(self) -> list[dict[str, Any]]:
+        """The description of every declared model (a broken one with its reason)."""
+        out = []
+        for name in await self.names():
+            try:
+                out.append(views.describe(await self._get(name)))
+            except ModelBroken:
+                reason = self.models.broken.get(name)
+                if reason is not None:
+                    spec = await _store(self.store.get_model(name))
+                    out.append(views.describe_broken(name, spec, reason))
+            except ModelNotFound:  # deleted meanwhile: just skipped
+                pass
+        return out
+
+    async def describe(self, name: str, min_seq: int | None = None) -> dict[str, Any]:
+        """Spec, examples seen, state bytes, metrics and members of a caught-up model."""
+        self._check_ready()
+        return views.describe(await self.reader.fresh(name, min_seq, always=True))
+
+    async def metrics(self, name: str) -> dict[str, Any]:
+        """The caught-up model's prequential metrics (``Metrics`` of the HTTP API)."""
+        self._check_ready()
+        return (await self.reader.fresh(name, always=True)).metrics.report()
+
+    def accuracy(self, name: str) -> float | None:
+        """The running accuracy of a model in memory (``None`` if it is not, or unscored)."""
+        h = self.models.peek(name)
+        return h.metrics.report()["accuracy"] if h is not None else None
+
+    # ----------------------------------------------------------------- learning
+    async def learn(self, name: str, examples: list[Example]) -> list[dict[str, Any]]:
+        """Predict-then-learn ``examples`` in order; the answer comes after the log append
+        (:mod:`app.registry.writer`). One ``{"prediction", "probabilities", "seq",
+        "duplicate"}`` per example."""
+        return await self.writer.learn(await self._get(name), examples)
+
+    async def learn_delayed(
+        self, name: str, prediction_id: str, label: Any, key: str | None = None
+    ) -> dict[str, Any]:
+        """Learn the features kept by ``/predict`` under ``prediction_id`` with their label.
+
+        Each prediction id is learned at most once (it doubles as the idempotency key); the
+        prediction that was actually served is the one scored.
+        """
+        await self._get(name)  # 404 / 409 before the kept prediction is looked up
+        x, served = await self.keeper.take(name, prediction_id)
+        ex = Example(x, label, 1.0, key or f"pid:{prediction_id}", served)
+        (result,) = await self.learn(name, [ex])
+        return result
+
+    # ----------------------------------------------------------------- predicting
+    async def predict(
+        self, name: str, X: list[dict[str, Any]], *, min_seq: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Predict without learning; keeps the features for a delayed label when configured.
+        The model is caught up with the log first (``min_seq``: see :meth:`ModelReader.fresh`)."""
+        self._check_ready()
+        return await self.reader.predict(name, X, None, min_seq)
+
+    async def predict_query(self, name: str, params: dict[str, str]) -> dict[str, Any]:
+        """Predict one row given as query-string values (``GET /predict``): typed by the
+        model's declared or learned feature kinds (:func:`app.registry.views.typed_query`)."""
+        x = views.typed_query(await self._get(name), params)
+        (result,) = await self.reader.predict(name, [x], params, None)
+        return result
+
+    # ----------------------------------------------------------------- internals
+    def _check_ready(self) -> None:
+        if not self._ready:
+            raise NotReady("recovering models from the store; not ready yet")
+
+    async def _get(self, name: str) -> Handle:
+        self._check_ready()
+        return await self.models.get(name)

@@ -1,0 +1,77 @@
+"""Small helpers every part of the registry shares (JSON, store calls, engine access)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+
+from app.errors import StoreUnavailable
+from app.stores.base import StoreDown
+
+STORE_ERRORS = (StoreDown,)  # what a store raises when it fails (app.stores.base)
+_DUMPS_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+
+def dumps(obj: Any) -> bytes:
+    """JSON-encode (orjson; non-string dict keys such as integer labels become strings)."""
+    return orjson.dumps(obj, option=_DUMPS_OPTS)
+
+
+def clean_proba(proba: dict) -> dict:
+    """The probabilities as Python floats (the engine already gives them: then no copy)."""
+    for v in proba.values():
+        if type(v) is float:
+            return proba
+        break
+    return {k: float(v) for k, v in proba.items()}
+
+
+def engine():
+    """``(ensembles, learners)``, imported lazily (the service starts before the engine loads)."""
+    import ensembles
+    import learners
+
+    return ensembles, learners
+
+
+def engine_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """The part of a declared spec that ``ensembles.build_model`` takes."""
+    keys = ("ensemble", "learner", "n_models", "seed", "params", "limits")
+    return {k: spec[k] for k in keys if spec.get(k) is not None}
+
+
+def is_river_spec(spec: dict[str, Any]) -> bool:
+    """Whether a declared spec has river-backed (pickled) members."""
+    learner = spec.get("learner")
+    return isinstance(learner, str) and learner.startswith("river:")
+
+
+def error_field(exc: Exception) -> str:
+    """The request field an engine error is about (``label``, ``features.<name>``, ...)."""
+    field = getattr(exc, "field", None)  # learners.LimitError names what hit the limit
+    if isinstance(field, str):
+        return field
+    feature = getattr(exc, "feature", None)
+    if feature is None:
+        return "label"
+    return "features" if feature.startswith("<") else f"features.{feature}"
+
+
+async def store_call(coro):
+    """Await a store call; its failure becomes :class:`StoreUnavailable` (503)."""
+    try:
+        return await coro
+    except STORE_ERRORS as exc:
+        raise StoreUnavailable(f"store unavailable: {exc}") from exc
+
+
+def settle(fut: asyncio.Future, result: Any = None, exc: BaseException | None = None) -> None:
+    """Answer a waiting request (nothing if its client went away)."""
+    if fut.done():
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(result)

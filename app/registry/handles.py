@@ -1,0 +1,93 @@
+"""What the registry keeps per model: the live ensemble and its bookkeeping (:class:`Handle`)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.metrics import Prequential
+
+
+class ModelMetrics(Prequential):
+    """The prequential scores of one model's *served* predictions: a
+    :class:`app.metrics.Prequential` (same ``window`` parameter, state stored in snapshots) that
+    skips the ``None`` an untrained model serves.
+
+    Examples
+    --------
+    >>> m = ModelMetrics(window=10)
+    >>> m.update("a", "a")
+    >>> m.update("b", None)
+    >>> m.report()["n_scored"]
+    1
+    """
+
+    def update(self, y_true: Any, y_pred: Any) -> None:
+        """Score one served prediction; predictions of an untrained model (``None``) are skipped."""
+        if y_pred is not None:
+            super().update(y_true, y_pred)
+
+    def report(self) -> dict[str, Any]:
+        """``{"accuracy", "kappa", "window_accuracy", "n_scored"}`` (``None`` before any score)."""
+        return {**self.values(), "n_scored": self.n_scored}
+
+
+@dataclass(slots=True)
+class Example:
+    """One example to learn (already validated for shape by the route)."""
+
+    features: dict[str, Any]
+    label: Any
+    weight: float = 1.0
+    key: str | None = None
+    served: tuple[Any, dict] | None = None  # (prediction, probabilities) for delayed labels
+
+
+@dataclass(slots=True)
+class Handle:
+    """A live model and its bookkeeping.
+
+    ``seq`` is the last log entry the model applied, ``snap_seq`` the one its newest snapshot
+    holds; ``keys`` maps the idempotency keys of the window to their stored answers; a
+    ``dirty`` model learned something its log may lack and is rebuilt before it is used again.
+    """
+
+    name: str
+    spec: dict[str, Any]
+    model: Any
+    seq: int = 0
+    snap_seq: int = 0
+    metrics: ModelMetrics = field(default_factory=ModelMetrics)
+    keys: dict[str, bytes] = field(default_factory=dict)
+    key_order: deque = field(default_factory=deque)  # (seq, key), oldest first
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    dirty: bool = False
+    last_snapshot: float = field(default_factory=time.monotonic)
+    last_refresh: float = field(default_factory=time.monotonic)
+    learned: int = 0
+    pending: list = field(default_factory=list)  # [(examples, future)] waiting for the writer
+    writer: asyncio.Task | None = None
+
+    @property
+    def since_snapshot(self) -> int:
+        """Log entries applied since the newest snapshot."""
+        return self.seq - self.snap_seq
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued, no writer running and the lock free (it could be unloaded)."""
+        return not self.pending and self.writer is None and not self.lock.locked()
+
+    def adopt(self, fresh: Handle) -> None:
+        """Take the state of ``fresh`` (the same model rebuilt from the store): clean again."""
+        self.spec, self.model, self.seq, self.snap_seq = (
+            fresh.spec,
+            fresh.model,
+            fresh.seq,
+            fresh.snap_seq,
+        )
+        self.metrics, self.keys, self.key_order = fresh.metrics, fresh.keys, fresh.key_order
+        self.dirty = False

@@ -1,0 +1,110 @@
+"""Reads: a model caught up with the log within the freshness bound, and its predictions."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from typing import Any
+
+from app.errors import EngineFailure, InvalidInput, NotCaughtUp, SeqAhead
+from app.registry.common import clean_proba, engine, error_field, store_call
+from app.registry.handles import Handle
+from app.registry.keeper import PredictionKeeper
+from app.registry.loaded import LoadedModels
+
+log = logging.getLogger("chorus.registry")
+
+
+class ModelReader:
+    """Answers predictions from the loaded models (never learns).
+
+    Parameters
+    ----------
+    models
+        The loaded models (and through them the store and the settings).
+    keeper
+        Keeps served predictions for delayed labels (``CHORUS_KEEP_PREDICTIONS``).
+    """
+
+    def __init__(self, models: LoadedModels, keeper: PredictionKeeper) -> None:
+        self.models = models
+        self.keeper = keeper
+        self.store = models.store
+        self.settings = models.settings
+
+    async def fresh(self, name: str, min_seq: int | None = None, *, always: bool = False) -> Handle:
+        """The model for a read: caught up with the log within the freshness bound.
+
+        With a shared store the model applies the other processes' entries when it was last
+        caught up more than ``read_staleness`` seconds ago (``always``: on every call). With
+        ``min_seq`` it waits (up to ``min_seq_wait`` seconds) until it has applied at least that
+        log sequence number, then answers :class:`NotCaughtUp` (503).
+        """
+        h = await self.models.get(name)
+        shared = self.settings.shared_store and self.settings.durability == "log"
+        behind = min_seq is not None and h.seq < min_seq
+        stale = time.monotonic() - h.last_refresh >= self.settings.read_staleness
+        if shared and (always or behind or stale):
+            await self.models.catch_up(h)
+        if min_seq is None or h.seq >= min_seq:
+            return h
+        last = await store_call(self.store.last_seq(name))
+        if min_seq > last:
+            raise SeqAhead(
+                f"min_seq: {min_seq} is beyond model {name!r}'s log (last seq {last}); pass a "
+                "seq that a write returned"
+            )
+        deadline = time.monotonic() + self.settings.min_seq_wait
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+            h = await self.models.get(name)
+            if shared:
+                await self.models.catch_up(h)
+            if h.seq >= min_seq:
+                return h
+        raise NotCaughtUp(
+            f"min_seq: model {name!r} is at seq {h.seq}, {min_seq} not reached within "
+            f"{self.settings.min_seq_wait:g} s; retry"
+        )
+
+    async def predict(
+        self, name: str, X: list[dict[str, Any]], raw: dict[str, str] | None, min_seq: int | None
+    ) -> list[dict[str, Any]]:
+        """``raw`` holds the query-string values of a single row: a feature the model knows as
+        categorical (say a zip code) that looked numeric is retried as text."""
+        h = await self.fresh(name, min_seq)
+        _, learners = engine()
+        try:
+            try:
+                probas = [h.model.predict_proba_one(x) for x in X]
+            except learners.FeatureTypeError as exc:
+                f = exc.feature
+                v = X[0].get(f)
+                if not raw or f not in raw or not isinstance(v, float) or math.isinf(v):
+                    raise
+                X = [{**X[0], f: raw[f]}]
+                return await self.predict(
+                    name, X, {k: v for k, v in raw.items() if k != f}, min_seq
+                )
+        except InvalidInput:
+            raise  # from the retry as text
+        except (learners.FeatureTypeError, learners.LabelError, ValueError) as exc:
+            raise InvalidInput(f"{error_field(exc)}: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - an engine bug, not the client's input
+            log.exception("model %s: engine failed on predict", name)
+            raise EngineFailure(
+                f"model {name}: internal engine error while predicting (logged on the server)"
+            ) from exc
+        results = []
+        for x, proba in zip(X, probas, strict=True):
+            proba = clean_proba(proba)
+            results.append({"prediction": learners.argmax_label(proba), "probabilities": proba,
+                            "prediction_id": None,
+                            "ignored_features": [f for f in x if h.model.knows_feature(f) is False]})  # fmt: skip
+        if self.settings.keep_predictions:
+            served = [(x, r["prediction"], r["probabilities"]) for x, r in zip(X, results)]  # noqa: B905
+            for r, pid in zip(results, await self.keeper.keep(name, served)):  # noqa: B905
+                r["prediction_id"] = pid
+        return results

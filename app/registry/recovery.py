@@ -1,0 +1,216 @@
+"""Stored bytes to a live model and back: snapshot + log replay, and snapshots with log trims.
+
+Recovery is exact because the engine's randomness is a pure function of (seed, example number,
+member): replaying the log behind a snapshot reproduces the model bit for bit (ARCHITECTURE §4-5).
+This module holds no model itself (:class:`~app.registry.loaded.LoadedModels` does).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from typing import Any
+
+import orjson
+
+from app import snapshot as codec
+from app.errors import CorruptSnapshot, ModelNotFound, StoreUnavailable
+from app.registry.common import (
+    STORE_ERRORS,
+    clean_proba,
+    dumps,
+    engine,
+    engine_spec,
+    is_river_spec,
+    store_call,
+)
+from app.registry.handles import Handle, ModelMetrics
+from app.settings import Settings
+from app.stores.base import ModelGone, Store
+
+log = logging.getLogger("chorus.registry")
+
+_MAX_ATTEMPTS = 3
+_REPLAY_CHUNK = 1000
+
+
+class LogGap(Exception):
+    """The log does not continue where the model is (trimmed behind a newer snapshot)."""
+
+
+class Unloadable(Exception):
+    """No stored generation of the model can be loaded (the reason is the message)."""
+
+
+def _mentions_river(header: Any) -> bool:
+    """Whether a decoded snapshot header names a river-backed member anywhere (iterative walk)."""
+    stack = [header]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str) and "RiverLearner" in node:
+            return True
+    return False
+
+
+class Recovery:
+    """Loads models from one store (newest verified snapshot + log tail) and snapshots them.
+
+    Parameters
+    ----------
+    store
+        The durable store.
+    settings
+        Service settings (snapshot key, metrics window, idempotency window).
+    """
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+        self._key = settings.snapshot_key.encode() if settings.snapshot_key else None
+
+    @property
+    def signs(self) -> bool:
+        """Whether snapshots are HMAC-signed (``CHORUS_SNAPSHOT_KEY`` is set)."""
+        return self._key is not None
+
+    async def load(self, name: str, spec: dict[str, Any]) -> Handle:
+        """Load a model, retrying when a newer snapshot lands meanwhile; :class:`Unloadable`
+        when no stored generation verifies and replays."""
+        for _ in range(_MAX_ATTEMPTS):
+            try:
+                return await self._load(name, spec)
+            except CorruptSnapshot as exc:
+                raise Unloadable(str(exc)) from exc
+            except LogGap as exc:  # a newer snapshot landed between our two reads: again
+                reason = str(exc)
+        raise Unloadable(reason)
+
+    async def _load(self, name: str, spec: dict[str, Any]) -> Handle:
+        """Newest snapshot that verifies and loads (checksum first) + replay of the log tail.
+
+        A rejected snapshot falls back to the previous generation: the log is trimmed only
+        behind the oldest one kept, so nothing acknowledged is lost.
+        """
+        gens = await store_call(self.store.get_snapshots(name))
+        rejected: list[str] = []
+        for gen_seq, blob in gens:  # newest first
+            try:
+                return await self._load_from(name, spec, blob)
+            except CorruptSnapshot as exc:
+                log.error("model %s: snapshot at seq %d rejected: %s", name, gen_seq, exc)
+                rejected.append(f"snapshot at seq {gen_seq}: {exc}")
+        if rejected:
+            raise CorruptSnapshot("; ".join(rejected))
+        return await self._load_from(name, spec, None)
+
+    async def _load_from(self, name: str, spec: dict[str, Any], blob: bytes | None) -> Handle:
+        """One snapshot generation (or none: a fresh model) + replay of the log behind it."""
+        ensembles, _ = engine()
+        window = self.settings.metrics_window
+        try:
+            if blob is not None:
+                state, meta = codec.decode(blob, self._key)
+                if not self._key and _mentions_river(state["header"]):
+                    # a plain checksum anyone can recompute: never decode pickled members
+                    raise CorruptSnapshot(
+                        "snapshot has river-backed (pickled) members but is not HMAC-signed; "
+                        "refused without decoding (set CHORUS_SNAPSHOT_KEY)"
+                    )
+                model = ensembles.load_state(state)
+                seq = int(meta["seq"])
+                metrics = ModelMetrics.from_json(meta.get("metrics"), window)
+            else:
+                if is_river_spec(spec) and not self._key:
+                    raise CorruptSnapshot("river-backed model needs CHORUS_SNAPSHOT_KEY")
+                model = ensembles.build_model(engine_spec(spec))
+                model.declare(features=spec.get("features"), classes=spec.get("classes"))
+                seq, metrics = 0, ModelMetrics(window)
+        except CorruptSnapshot:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever the stored bytes are, only this model fails
+            raise CorruptSnapshot(f"stored state cannot be loaded: {exc!r}"[:500]) from exc
+        h = Handle(name, spec, model, seq=seq, snap_seq=seq, metrics=metrics)
+        await self.replay(h)
+        h.keys = await store_call(self.store.get_keys(name))
+        h.key_order = deque(sorted((orjson.loads(v)["seq"], k) for k, v in h.keys.items()))
+        return h
+
+    async def replay(self, h: Handle, *, keys: bool = False) -> int:
+        """Apply the log after ``h.seq`` to ``h.model`` in order; returns how many entries.
+
+        With ``keys`` the idempotency answers of replayed keyed entries are rebuilt too (used
+        when catching up with entries another process appended).
+        """
+        _, learners = engine()
+        n = 0
+        while True:
+            rows = await store_call(self.store.read(h.name, h.seq, _REPLAY_CHUNK))
+            if not rows:
+                return n
+            recs = []
+            for s, raw in rows:
+                if s != h.seq + len(recs) + 1:
+                    raise LogGap(f"model {h.name!r}: log gap at {h.seq + len(recs) + 1}")
+                recs.append(orjson.loads(raw))
+            try:
+                probas = h.model.predict_learn_many(
+                    [r["x"] for r in recs], [r["y"] for r in recs], [r.get("w", 1.0) for r in recs]
+                )
+            except Exception as exc:  # noqa: BLE001 - a log entry the engine refuses
+                first, last = h.seq + 1, h.seq + len(recs)
+                raise CorruptSnapshot(
+                    f"log entries {first}..{last} cannot be replayed: {exc!r}"[:500]
+                ) from exc
+            for j, (r, proba) in enumerate(zip(recs, probas, strict=True)):
+                pred = r["p"] if "p" in r else learners.argmax_label(proba)
+                h.metrics.update(r["y"], pred)
+                if keys and "k" in r:
+                    out = {"prediction": pred, "probabilities": clean_proba(proba)}
+                    h.keys[r["k"]] = dumps({**out, "seq": h.seq + j + 1})
+                    h.key_order.append((h.seq + j + 1, r["k"]))
+            h.seq += len(recs)
+            n += len(recs)
+
+    def encode(self, h: Handle, **extra: Any) -> bytes:
+        """The model's snapshot blob (header + arrays, checksummed or HMAC-signed)."""
+        meta = {"name": h.name, "seq": h.seq, "metrics": h.metrics.to_json(), **extra}
+        return codec.encode(h.model.to_state(), meta, self._key)
+
+    async def snapshot(self, h: Handle) -> None:
+        """Write the model's snapshot and trim the log behind it (lock held by the caller);
+        :class:`ModelNotFound` if the model was deleted meanwhile."""
+        blob = self.encode(h)
+        seq = h.seq
+        try:
+            oldest = await self.store.put_snapshot(h.name, seq, blob)
+            await self.store.trim(h.name, oldest)  # behind the oldest generation kept
+        except ModelGone:
+            raise ModelNotFound(f"model {h.name!r} not found") from None
+        except STORE_ERRORS as exc:
+            raise StoreUnavailable(f"store unavailable: {exc}") from exc
+        h.snap_seq = seq
+        h.last_snapshot = time.monotonic()
+        await self._forget_old_keys(h)
+
+    async def _forget_old_keys(self, h: Handle) -> None:
+        """Drop idempotency keys older than the window: from the store first, then memory (so
+        memory always holds every key the store has, and a retry is answered, not refused)."""
+        horizon = h.seq - self.settings.idempotency_window
+        old = []
+        while h.key_order and h.key_order[0][0] <= horizon:
+            old.append(h.key_order.popleft())
+        if not old:
+            return
+        try:
+            await self.store.forget_keys(h.name, [k for _, k in old])
+        except STORE_ERRORS as exc:
+            log.warning("model %s: old idempotency keys kept for now: %s", h.name, exc)
+            h.key_order.extendleft(reversed(old))
+            return
+        for _, k in old:
+            h.keys.pop(k, None)

@@ -1,0 +1,271 @@
+"""One writer per model: group commit of predict-then-learn, log before acknowledgement.
+
+``learn`` queues the request on the model; a single writer task per model takes whatever queued
+up, and under the model's lock:
+
+1. idempotency keys already applied are answered from memory (``duplicate: true``);
+2. the engine predicts then learns the new examples (one compiled call);
+3. the examples are appended to the model's log, atomically with their idempotency keys and only
+   if the log is still where this process left it (several workers may share a store);
+4. only then is every request of the group answered.
+
+If step 2 or 3 fails (bad input, store unreachable, another writer moved the log) the in-memory
+model may have learned something the log does not hold, so it is marked *dirty* and rebuilt from
+the store (snapshot + log replay) before it is used again: the served model is always exactly the
+model the log describes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from typing import Any
+
+import orjson
+
+from app import validate
+from app.errors import EngineFailure, InvalidInput, ModelNotFound, StoreUnavailable
+from app.registry.common import (
+    STORE_ERRORS,
+    clean_proba,
+    dumps,
+    engine,
+    error_field,
+    settle,
+    store_call,
+)
+from app.registry.handles import Example, Handle
+from app.registry.loaded import LoadedModels
+from app.registry.recovery import LogGap
+from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict
+
+log = logging.getLogger("chorus.registry")
+
+_MAX_ATTEMPTS = 3
+_LEASE_TTL = 5.0  # seconds a crashed writer can block the others
+_LEASE_WAIT = 10.0
+
+
+def _copy_exc(exc: Exception) -> Exception:
+    """A fresh instance per waiting request (one exception object raised in many tasks would
+    accumulate their tracebacks)."""
+    detail = getattr(exc, "detail", None)
+    if detail is not None:
+        return type(exc)(detail)
+    return StoreUnavailable(f"store unavailable: {exc}")
+
+
+def _record(ex: Example, prefix: str) -> bytes:
+    """The example's log record (JSON), or :class:`InvalidInput` naming what cannot be stored."""
+    validate.check_label(ex.label, f"{prefix}label")
+    rec: dict[str, Any] = {"x": ex.features, "y": ex.label, "w": ex.weight}
+    if ex.key is not None:
+        rec["k"] = ex.key
+    if ex.served is not None:
+        rec["p"] = ex.served[0]
+    try:
+        return dumps(rec)
+    except orjson.JSONEncodeError as exc:
+        validate.check(ex.features, f"{prefix}features")
+        raise InvalidInput(f"{prefix}features: cannot be stored ({exc})") from None
+
+
+class ModelWriter:
+    """Applies learn requests to the models of one process, a group at a time.
+
+    Parameters
+    ----------
+    models
+        The loaded models (and through them the store and the settings).
+    """
+
+    def __init__(self, models: LoadedModels) -> None:
+        self.models = models
+        self.store = models.store
+        self.settings = models.settings
+        self._token = secrets.token_hex(8)  # this process, for writer leases
+
+    async def learn(self, h: Handle, examples: list[Example]) -> list[dict[str, Any]]:
+        """Queue ``examples`` on the model; the answer comes once they are in the log.
+
+        Order, results and the log are the same as one request at a time (the engine's batch
+        call equals the row-by-row calls); a group with a bad request is redone one by one, so
+        only that request fails.
+        """
+        fut = asyncio.get_running_loop().create_future()
+        h.pending.append((examples, fut))
+        if h.writer is None:
+            h.writer = asyncio.create_task(self._drain(h))
+        return await fut
+
+    async def _drain(self, h: Handle) -> None:
+        """The model's single writer: drain the queue group by group."""
+        try:
+            async with h.lock:
+                while h.pending:
+                    group, h.pending = h.pending, []
+                    await self._apply_group(h, group)
+                    if h.since_snapshot >= self.settings.snapshot_every and not h.dirty:
+                        await asyncio.sleep(0)  # let the answered requests go out first
+                        await self.models.snapshot_quietly(h)
+                h.writer = None  # no await between the empty check and this: nothing is missed
+        except BaseException as exc:  # never leave a request hanging
+            h.writer = None
+            for _, fut in h.pending:
+                if not fut.done():
+                    fut.set_exception(StoreUnavailable(f"writer failed: {exc!r}"))
+            h.pending = []
+            raise
+
+    async def _apply_group(self, h: Handle, group: list) -> None:
+        flat = [ex for exs, _ in group for ex in exs]
+        try:
+            results = await self._learn_leased(h, flat)
+        except InvalidInput as exc:
+            if len(group) == 1:
+                settle(group[0][1], exc=exc)
+                return
+            for exs, fut in group:  # isolate the bad request(s)
+                try:
+                    settle(fut, await self._learn_leased(h, exs))
+                except Exception as one:  # noqa: BLE001 - goes to that request
+                    settle(fut, exc=one)
+            return
+        except Exception as exc:  # noqa: BLE001 - store down etc.: every request of the group
+            for _, fut in group:
+                settle(fut, exc=_copy_exc(exc))
+            return
+        i = 0
+        for exs, fut in group:
+            settle(fut, results[i : i + len(exs)])
+            i += len(exs)
+
+    async def _learn_leased(self, h: Handle, examples: list[Example]) -> list[dict[str, Any]]:
+        if not (self.settings.shared_store and self.settings.durability == "log"):
+            return await self._learn_attempts(h, examples, catch_up=False)
+        # other processes write this model too: take the model's writer lease, apply their
+        # entries, then learn and append; the conditional append stays the safety net
+        deadline = time.monotonic() + _LEASE_WAIT
+        delay = 0.0005
+        while not await store_call(self.store.acquire_writer(h.name, self._token, _LEASE_TTL)):
+            if time.monotonic() > deadline:
+                raise StoreUnavailable(f"model {h.name!r}: another process holds the writer lease")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.02)
+        try:
+            return await self._learn_attempts(h, examples, catch_up=True)
+        finally:
+            with contextlib.suppress(*STORE_ERRORS):
+                await self.store.release_writer(h.name, self._token)
+
+    async def _learn_attempts(
+        self, h: Handle, examples: list[Example], *, catch_up: bool
+    ) -> list[dict[str, Any]]:
+        for _ in range(_MAX_ATTEMPTS):
+            await self.models.clean(h)
+            if catch_up:
+                try:
+                    await self.models.recovery.replay(h, keys=True)
+                except LogGap:  # another process snapshotted and trimmed past us: reload
+                    h.dirty = True
+                    await self.models.clean(h)
+                except Exception:
+                    h.dirty = True
+                    raise
+            try:
+                return await self._learn_locked(h, examples)
+            except (SeqConflict, DuplicateKey) as exc:
+                log.info("model %s: %s; catching up with the log", h.name, exc)
+                h.dirty = True
+            except ModelGone:
+                self.models.drop(h.name)
+                raise ModelNotFound(f"model {h.name!r} not found") from None
+        raise StoreUnavailable(f"model {h.name!r}: concurrent writers kept moving the log; retry")
+
+    async def _learn_locked(self, h: Handle, examples: list[Example]) -> list[dict[str, Any]]:
+        results: list[dict[str, Any] | None] = [None] * len(examples)
+        todo: list[int] = []
+        first_of: dict[str, int] = {}
+        for i, ex in enumerate(examples):
+            if ex.key is not None:
+                if ex.key in h.keys:
+                    results[i] = {**orjson.loads(h.keys[ex.key]), "duplicate": True}
+                    continue
+                if ex.key in first_of:  # repeated inside this batch: answered like a retry
+                    continue
+                first_of[ex.key] = i
+            todo.append(i)
+        if todo:
+            await self._learn_new(h, [examples[i] for i in todo], todo, results, len(examples) > 1)
+        for i, ex in enumerate(examples):
+            if results[i] is None:  # a key repeated inside the batch
+                results[i] = {**results[first_of[ex.key]], "duplicate": True}  # type: ignore[index]
+        return results  # type: ignore[return-value]
+
+    async def _learn_new(
+        self, h: Handle, exs: list[Example], rows: list[int], results: list, many: bool
+    ) -> None:
+        """Log records, predict-then-learn, append, then bookkeeping; ``results[rows[j]]`` gets
+        the answer to ``exs[j]``."""
+        _, learners = engine()
+        # the log records first: whatever the store cannot hold is refused before learning
+        raws = [_record(ex, f"examples.{i}." if many else "") for i, ex in zip(rows, exs)]  # noqa: B905
+        log_durable = self.settings.durability == "log"
+        n_before = h.model.n_seen
+        try:
+            if len(exs) == 1:
+                probas = [h.model.predict_learn_one(exs[0].features, exs[0].label, w=exs[0].weight)]
+            else:
+                X, Y, W = [ex.features for ex in exs], [ex.label for ex in exs], [ex.weight for ex in exs]  # fmt: skip
+                probas = h.model.predict_learn_many(X, Y, W)
+        except (learners.FeatureTypeError, learners.LabelError, ValueError) as exc:
+            # the engine rejects a batch before learning any of it (the schema rolls back);
+            # should it ever have learned part of it, rebuild the model from the log
+            if h.model.n_seen != n_before and log_durable:
+                h.dirty = True
+            raise InvalidInput(f"{error_field(exc)}: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - an engine bug, not the client's input
+            log.exception("model %s: engine failed on learn", h.name)
+            h.dirty = log_durable  # unknown state: rebuild from the log
+            raise EngineFailure(
+                f"model {h.name}: internal engine error while learning (logged on the "
+                "server); nothing was acknowledged and the model is rebuilt from its log"
+            ) from exc
+        entries, answers = [], []
+        try:
+            for j, ex in enumerate(exs):
+                proba = clean_proba(probas[j])
+                pred, proba = ex.served if ex.served is not None else (learners.argmax_label(proba), proba)  # fmt: skip
+                out = {"prediction": pred, "probabilities": proba, "seq": h.seq + j + 1}
+                resp = dumps(out) if ex.key is not None else None
+                entries.append(Entry(raws[j], ex.key, resp))
+                answers.append((out, resp))
+        except Exception as exc:  # learned but not loggable: an engine bug, rebuild
+            log.exception("model %s: engine answer cannot be encoded", h.name)
+            h.dirty = log_durable
+            raise EngineFailure(
+                f"model {h.name}: internal error while encoding the answer (logged on the "
+                "server); nothing was acknowledged and the model is rebuilt from its log"
+            ) from exc
+        if log_durable:
+            try:
+                new_seq = await self.store.append(h.name, entries, h.seq)
+            except STORE_ERRORS as exc:
+                h.dirty = True
+                raise StoreUnavailable(f"store unavailable, nothing applied: {exc}") from exc
+            except BaseException:  # a conflict, a cancelled request or a store bug: the model
+                h.dirty = True  # learned what the log may lack, so it is rebuilt from the log
+                raise
+        else:
+            new_seq = h.seq + len(entries)
+        h.seq = new_seq
+        h.learned += len(entries)
+        for i, ex, (out, resp) in zip(rows, exs, answers):  # noqa: B905
+            h.metrics.update(ex.label, out["prediction"])
+            if ex.key is not None:
+                h.keys[ex.key] = resp
+                h.key_order.append((out["seq"], ex.key))
+            results[i] = {**out, "duplicate": False}

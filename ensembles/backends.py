@@ -1,0 +1,245 @@
+"""The two ways an ensemble runs its members, one object each.
+
+:class:`CompiledBackend` — native members (:class:`learners.NativeLearner`): one
+:class:`learners.compiled.TreeBank` of M members, the ensemble's compiled run kernel does a whole
+example (every member's predict and Poisson-weighted update) per call (ARCHITECTURE §3).
+
+:class:`PythonBackend` — any other learner following :class:`learners.base.Learner` (e.g. a
+``RiverLearner``): a Python object per member, driven by the ensemble's ``_py_predict`` /
+``_py_learn`` (the same algorithm and the same Poisson draws, the slow path).
+
+Both offer the same methods; :class:`~ensembles.base.OnlineEnsemble` holds one and never asks
+which it is.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from learners import Limits
+from learners.base import check_weights
+from learners.compiled import TreeBank, bank_params
+from learners.jit import kernel as compiled
+from learners.schema import Schema, normalize_label
+
+
+class CompiledBackend:
+    """Native members in one bank, run by a compiled kernel.
+
+    Parameters
+    ----------
+    learner
+        The native base learner (its parameters make the bank).
+    n_models
+        Number of members.
+    limits
+        The model's limits.
+    kernel, ipar, fstate
+        The ensemble's run kernel, its integer parameters and its float state (updated in place).
+    """
+
+    native = True
+
+    def __init__(self, learner: Any, n_models: int, limits: Limits, kernel: Any,
+                 ipar: np.ndarray, fstate: np.ndarray) -> None:  # fmt: skip
+        self.bank = TreeBank(bank_params(learner), n_models, limits=limits)
+        self.n_models = n_models
+        self.kernel, self.ipar, self.fstate = kernel, ipar, fstate
+        # the per-example call: ``run_one(x, y=None, w=0.0, *, predict=True, learn=False,
+        # label_only=False)``, bound in C (no Python frame of its own on the hot path)
+        self.run_one = partial(self.bank.run_one, kernel, ipar, fstate)
+
+    @property
+    def n_seen(self) -> int:
+        return self.bank.n_seen
+
+    @n_seen.setter
+    def n_seen(self, n: int) -> None:
+        self.bank.n_seen = n
+
+    @property
+    def classes(self) -> list:
+        return list(self.bank.schema.classes)
+
+    def feature_kind(self, name: str) -> str | None:
+        return self.bank.schema.kind_of(name)
+
+    def knows_feature(self, name: str) -> bool | None:
+        return self.feature_kind(name) is not None
+
+    def declare(self, features: dict[str, str] | None, classes: list | None) -> None:
+        self.bank.schema.declare(features, classes)
+        self.bank.fit_schema()
+
+    def run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
+        return self.bank.run(self.kernel, self.ipar, self.fstate, X, ys, ws, predict=predict,
+                             learn=learn)  # fmt: skip
+
+    # ------------------------------------------------------------ one member (batch, priming)
+    def encode_block(self, X, y) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A block of labelled rows encoded once for every member (the schema grows)."""
+        xn, xc, yc, _ = self.bank.schema.encode_rows(list(X), grow=True, ys=list(y))
+        self.bank.fit_schema()
+        return xn, xc, yc
+
+    def member_fit(self, m: int, X, y, weights: np.ndarray, enc=None) -> None:
+        """Member m learns the block with per-row weights."""
+        from ._kernels import member_learn
+
+        xn, xc, yc = enc if enc is not None else self.encode_block(X, y)
+        bank = self.bank
+        need = bank.need()
+        start = 0
+        w = np.asarray(weights, dtype=np.float64)
+        while True:
+            start = compiled(member_learn)(bank.view(), m, xn, xc, yc, w, start,
+                                           bank.schema.n_classes, bank.schema.code_attr_array, need)  # fmt: skip
+            if start >= len(w):
+                break
+            bank.grow_nodes(need)
+
+    def member_correct(self, m: int, X, y, enc=None) -> np.ndarray:
+        """Per row: does member m classify it correctly?"""
+        from ._kernels import member_predict
+
+        xn, xc, yc = enc if enc is not None else self.encode_block(X, y)
+        out = np.empty(len(yc), dtype=np.int64)
+        compiled(member_predict)(self.bank.view(), m, xn, xc, self.bank.schema.n_classes,
+                                 self.bank.schema.code_attr_array, out)  # fmt: skip
+        return out == yc
+
+    def describe_members(self) -> list[dict]:
+        T = self.bank.T
+        out = []
+        for m in range(self.n_models):
+            n = int(T.n_nodes[m])
+            out.append({"n_nodes": n, "n_leaves": int((T.kind[m, :n] == 0).sum())})
+        return out
+
+    # ------------------------------------------------------------ state
+    def save(self, header: dict, arrays: dict) -> None:
+        header["schema"] = self.bank.schema.to_header()
+        arrays.update(self.bank.state_arrays())
+
+    def load(self, header: dict, arrays: dict) -> None:
+        self.bank.schema = Schema.from_header(header["schema"], self.bank.limits)
+        self.bank.load_arrays(arrays)
+        self.bank.fit_schema()
+
+
+class PythonBackend:
+    """A Python object per member, driven by the ensemble's ``_py_predict`` / ``_py_learn``.
+
+    Parameters
+    ----------
+    ensemble
+        The ensemble whose algorithm runs the members.
+    learner
+        The base learner (cloned once per member).
+    n_models
+        Number of members.
+    limits
+        The model's limits (input is checked by a schema as on the native path).
+    """
+
+    native = False
+
+    def __init__(self, ensemble: Any, learner: Any, n_models: int, limits: Limits) -> None:
+        self.ensemble = ensemble
+        self.members = [learner.clone() for _ in range(n_models)]
+        self.class_list: list = []
+        self.schema = Schema(limits)  # validates input as the native path does
+        self.n_seen = 0
+
+    @property
+    def classes(self) -> list:
+        return list(self.class_list)
+
+    def feature_kind(self, name: str) -> str | None:
+        return None  # a Python learner cannot tell
+
+    def knows_feature(self, name: str) -> bool | None:
+        return None
+
+    def add_class(self, y: Any) -> None:
+        if y not in self.class_list:
+            self.class_list.append(y)
+
+    def declare(self, features: dict[str, str] | None, classes: list | None) -> None:
+        self.schema.declare(features, classes)
+        for y in classes or []:
+            self.add_class(normalize_label(y))
+
+    def run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
+        if ws is not None:
+            ws = check_weights(ws, len(X)).tolist()
+        # the whole batch is checked (and rolled back on error) before any member sees it
+        self.schema.encode_rows(X, grow=learn, ys=ys if learn else None)
+        ens = self.ensemble
+        results = []
+        for r, x in enumerate(X):
+            if predict:
+                results.append(ens._py_predict(x))
+            if learn:
+                y = normalize_label(ys[r])
+                self.add_class(y)
+                w = 1.0 if ws is None else ws[r]
+                if w > 0.0:
+                    ens._py_learn(x, y, w, self.n_seen)
+                    self.n_seen += 1
+        return results
+
+    def run_one(self, x, y=None, w: float = 0.0, *, predict: bool = True, learn: bool = False,
+                label_only: bool = False):  # fmt: skip
+        out = self.run([x], None if y is None else [y], [w], predict=predict, learn=learn)
+        if not predict:
+            return None
+        if label_only:
+            from learners import argmax_label
+
+            return argmax_label(out[0])
+        return out[0]
+
+    # ------------------------------------------------------------ one member (batch, priming)
+    def encode_block(self, X, y) -> None:
+        return None  # members read the dicts
+
+    def member_fit(self, m: int, X, y, weights: np.ndarray, enc=None) -> None:
+        self.schema.encode_rows(list(X), grow=True, ys=list(y))
+        member = self.members[m]
+        for x, yy, w in zip(X, y, weights, strict=True):
+            yy = normalize_label(yy)
+            self.add_class(yy)
+            if w > 0:
+                member.learn_one(x, yy, w=float(w))
+
+    def member_correct(self, m: int, X, y, enc=None) -> np.ndarray:
+        member, top = self.members[m], self.ensemble._top_class
+        return np.array([top(member.predict_proba_one(x)) == normalize_label(yy)
+                         for x, yy in zip(X, y, strict=True)])  # fmt: skip
+
+    def describe_members(self) -> list[dict]:
+        return [{} for _ in self.members]
+
+    # ------------------------------------------------------------ state
+    def save(self, header: dict, arrays: dict) -> None:
+        header["classes"] = list(self.class_list)
+        header["schema"] = self.schema.to_header()
+        header["members"] = []
+        for m, member in enumerate(self.members):
+            st = member.to_state()
+            header["members"].append(st["header"])
+            arrays.update({f"m{m}.{k}": v for k, v in st["arrays"].items()})
+
+    def load(self, header: dict, arrays: dict) -> None:
+        from .members import learner_from_state
+
+        self.class_list = list(header["classes"])
+        self.schema = Schema.from_header(header["schema"], self.schema.limits)
+        for m, mh in enumerate(header["members"]):
+            prefix = f"m{m}."
+            sub = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
+            self.members[m] = learner_from_state({"header": mh, "arrays": sub})

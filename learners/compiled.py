@@ -1,0 +1,79 @@
+"""The compiled learner protocol: what an ensemble may use of a native learner.
+
+Every learner has the Python protocol of :mod:`learners.base` (``learn_one``, ``predict_proba_one``,
+...). Native learners (:class:`~learners.native.NativeLearner`) have a second one, this module, so
+that an ensemble runs all its members inside *one* compiled kernel (ARCHITECTURE §3):
+
+- :class:`TreeBank` holds M members' state as arrays (``bank.view()`` is the struct kernels read,
+  ``bank.run`` / ``bank.run_one`` call a *run kernel* over encoded rows, growing arrays as needed);
+  :func:`bank_params` and :func:`learner_limits` give what a bank is built from.
+- Member kernels, callable from numba code: :func:`tree_proba` (member m's class probabilities for
+  one encoded row), :func:`tree_learn` (member m learns one row with a weight),
+  :func:`best_class` (index of the largest of ``p[:n]``), :func:`classes_after` (classes known once
+  row r's label is in), :func:`has_room` (whether ``need`` more nodes fit before learning a row).
+- :func:`single_run` is the run kernel of one standalone learner; an ensemble's run kernel has the
+  same signature (``B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
+  code_attr, need``) and returns the first row it did not process.
+- ``STATE_FORMAT`` / ``STATE_VERSION`` / ``READABLE_VERSIONS`` version the ``to_state`` header;
+  ``KERNEL_SOURCES`` are the files whose code compiled callers inline (their numba caches depend
+  on them).
+
+The names here are stable; the modules behind them (``learners._tree``, ``learners._bank``) are
+private and may change shape.
+
+Examples
+--------
+>>> from learners import HoeffdingTree
+>>> from learners.compiled import TreeBank, bank_params, learner_limits
+>>> tree = HoeffdingTree(grace_period=10)
+>>> bank = TreeBank(bank_params(tree), 1, limits=learner_limits(tree))
+>>> bank.run_one(single_run, NO_INT_PARAMS, NO_FLOAT_STATE, {"x": 1.0}, "a", 1.0, learn=True)
+{}
+>>> bank.run_one(single_run, NO_INT_PARAMS, NO_FLOAT_STATE, {"x": 2.0}), bank.n_seen
+({'a': 1.0}, 1)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import _tree
+from ._bank import TreeBank
+from ._tree import TreeParams, classes_after, has_room, single_run, tree_learn, tree_proba
+from ._tree import argmax as best_class
+from .limits import Limits
+from .native import _NO_FLOAT_STATE as NO_FLOAT_STATE  # fstate of a kernel keeping none
+from .native import _NO_INT_PARAMS as NO_INT_PARAMS  # ipar of a kernel taking none
+from .native import READABLE_VERSIONS, STATE_FORMAT, STATE_VERSION, NativeLearner
+
+KERNEL_SOURCES = (Path(_tree.__file__),)
+
+
+def bank_params(learner: NativeLearner) -> TreeParams:
+    """The kernel parameters of a native learner (what its members are: tree, stump, NB)."""
+    return learner._tree_params()
+
+
+def learner_limits(learner: NativeLearner) -> Limits:
+    """The limits a native learner was given (``Limits`` defaults when none)."""
+    return learner._limits()
+
+
+__all__ = [
+    "KERNEL_SOURCES",
+    "NO_FLOAT_STATE",
+    "NO_INT_PARAMS",
+    "READABLE_VERSIONS",
+    "STATE_FORMAT",
+    "STATE_VERSION",
+    "TreeBank",
+    "TreeParams",
+    "best_class",
+    "bank_params",
+    "classes_after",
+    "has_room",
+    "learner_limits",
+    "single_run",
+    "tree_learn",
+    "tree_proba",
+]
