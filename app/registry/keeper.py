@@ -88,17 +88,18 @@ class PredictionKeeper:
             while self._queue:
                 group, self._queue = self._queue, []
                 try:
-                    await self.store.put_predictions(
+                    failed = await self.store.put_predictions(
                         [(n, p, b) for n, p, b, _ in group],
                         self.settings.prediction_ttl,
                         max_per_model=self.settings.max_kept_predictions,
                     )
-                    ok = True
                 except STORE_ERRORS as exc:
                     log.warning("%d prediction(s) not kept: %s", len(group), exc)
-                    ok = False
-                for *_, fut in group:
-                    settle(fut, ok)
+                    failed = {n for n, *_ in group}
+                if failed:  # a part of the store is down (a cluster master): its models only
+                    log.warning("predictions of %d model(s) not kept", len(failed))
+                for name, _, _, fut in group:
+                    settle(fut, name not in failed)
             self._task = None
         except BaseException:
             self._task = None
