@@ -69,6 +69,12 @@ class Settings(BaseSettings):
     min_seq_wait
         How long a read with ``min_seq`` waits for the model to reach that log sequence number
         before answering 503 (seconds).
+    memory_mb
+        Memory budget of the models held in memory (MiB; 0 = none). Past it, the least recently
+        used idle models are snapshotted and dropped from memory, and loaded again (snapshot +
+        log, exactly) by their next request. What is counted is an estimate per model (its state
+        arrays with room to grow, plus a fixed overhead), not the process's RSS: the interpreter,
+        libraries and compiled kernels come on top (about 200-250 MB).
     """
 
     model_config = SettingsConfigDict(env_prefix="CHORUS_", extra="ignore")
@@ -124,6 +130,7 @@ class Settings(BaseSettings):
     max_kept_predictions: int = Field(10_000, ge=1)
     max_kept_bytes: int = Field(64 * 1024, ge=256)
     min_seq_wait: float = Field(2.0, ge=0, le=60)
+    memory_mb: int = Field(0, ge=0, le=16 * 2**20)
 
 
 @lru_cache

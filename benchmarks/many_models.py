@@ -11,7 +11,7 @@ them idle. For each ``--budgets`` value (MB; 0 = no budget) this starts ``chorus
    budget they were evicted, so each prediction loads its model from the store: a *cold load*),
    then once more on the same models (now loaded: *warm*), and reports p50 / p99 of both.
 
-Reported: RSS at start and end, RSS per model, the models resident at the end (``GET /readyz``),
+Reported: RSS at start and end, RSS per model, the models resident at the end, their estimated bytes and the evictions (``GET /metrics``),
 the cold/warm latencies. This is a benchmark, not a test: it prints a table (``--out`` writes it).
 
     nice -n 10 python benchmarks/many_models.py                         # 10,000 models, 0 and 256 MB
@@ -21,6 +21,7 @@ the cold/warm latencies. This is a benchmark, not a test: it prints a table (``-
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import tempfile
@@ -77,7 +78,9 @@ def run(budget_mb: int, args: argparse.Namespace, workdir: Path) -> dict:
                     r = c.post("/predict", json={"model": f"u{m}", "features": x})
                     lat[phase].append(time.perf_counter() - t)
                     assert r.status_code == 200, r.text
-            ready = c.get("/readyz").json()
+            time.sleep(2)  # the evictor finishes its pass
+            gauges = dict(re.findall(r"^(chorus_models_\w+|chorus_memory_\w+) (\S+)$",
+                                     c.get("/metrics").text, re.M))  # fmt: skip
             end_rss = rss_mb(proc.p.pid)
     finally:
         proc.stop()
@@ -87,7 +90,9 @@ def run(budget_mb: int, args: argparse.Namespace, workdir: Path) -> dict:
         "rss_end": end_rss,
         "rss": rss,
         "per_model_kb": (end_rss - rss[0]) * 1024 / args.models,
-        "resident": ready.get("models_loaded"),
+        "resident": int(float(gauges.get("chorus_models_loaded", "nan"))),
+        "estimate_mb": float(gauges.get("chorus_models_bytes", "nan")) / 2**20,
+        "evicted": int(float(gauges.get("chorus_models_evicted_total", "nan"))),
         "setup_s": setup_s,
         "cold_p50": pct(lat["cold"], 0.5),
         "cold_p99": pct(lat["cold"], 0.99),
@@ -103,15 +108,15 @@ def report(results: list[dict], args: argparse.Namespace) -> str:
         f"on the {args.cold:,} least recently used models (cold: loaded from the store when the "
         "budget had evicted them) and again on the same models (warm).",
         "",
-        "| CHORUS_MEMORY_MB | RSS start | RSS end | RSS per model | models resident | "
-        "cold p50 | cold p99 | warm p50 | warm p99 | set-up |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| CHORUS_MEMORY_MB | RSS start | RSS end | RSS per model | models resident (estimate) | "
+        "evicted | cold p50 | cold p99 | warm p50 | warm p99 | set-up |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r['budget'] or 'none'} | {r['rss_start']:,.0f} MB | {r['rss_end']:,.0f} MB | "
-            f"{r['per_model_kb']:,.1f} KiB | {r['resident'] if r['resident'] is not None else '?'} "
-            f"| {r['cold_p50']:.1f} ms | {r['cold_p99']:.1f} ms | {r['warm_p50']:.1f} ms | "
+            f"{r['per_model_kb']:,.1f} KiB | {r['resident']:,} ({r['estimate_mb']:,.0f} MiB) "
+            f"| {r['evicted']:,} | {r['cold_p50']:.1f} ms | {r['cold_p99']:.1f} ms | {r['warm_p50']:.1f} ms | "
             f"{r['warm_p99']:.1f} ms | {r['setup_s']:.0f} s |"
         )
     lines += ["", "RSS (MB) every 1,000 models:", ""]

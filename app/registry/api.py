@@ -67,6 +67,9 @@ class Registry:
         """Load every declared model (snapshot + log replay); then the registry is ready."""
         specs = await _store(self.store.list_models())
         for name, spec in specs.items():
+            if not self.models.has_room():  # CHORUS_MEMORY_MB: the rest load on first use
+                log.info("memory budget reached: further models load on first use")
+                break
             if self.models.peek(name) is None:
                 try:
                     self.models.add(await self.models.load(name, spec))
@@ -90,6 +93,12 @@ class Registry:
     def loaded_specs(self) -> list[dict[str, Any]]:
         """Specs of the models in memory."""
         return [h.spec for h in self.models]
+
+    def memory(self) -> dict[str, int]:
+        """Models in memory, their estimated bytes, the budget (0 = none) and evictions so far."""
+        m = self.models
+        return {"loaded": len(m), "bytes": m.resident_bytes, "budget": m.budget,
+                "evicted": m.evicted}  # fmt: skip
 
     def gauges(self) -> Iterator[tuple[str, int, dict[str, Any], int]]:
         """``(name, seq, metrics report, entries since snapshot)`` of each model in memory."""

@@ -10,6 +10,19 @@ from typing import Any
 
 from app.metrics import Prequential
 
+# What a model costs in memory besides its state arrays: the Python objects, the compiled bank's
+# struct and its index arrays, the handle. Measured with benchmarks/many_models.py: ~110-150 KiB of
+# RSS per small OzaBag(NB, 10) model whose arrays hold ~14 kB (110-190 KiB measured).
+MODEL_OVERHEAD = 160 * 1024
+KEY_OVERHEAD = 120  # a remembered idempotency key: dict entry, deque entry, two bytes objects
+
+
+def estimate_cost(h: Handle, state_bytes: int) -> int:
+    """Estimated bytes a loaded model holds: its state arrays with room to grow (arrays grow by
+    doubling, so up to twice what is in use), its idempotency keys, and :data:`MODEL_OVERHEAD`."""
+    keys = sum(len(k) + len(v) + KEY_OVERHEAD for k, v in h.keys.items())
+    return MODEL_OVERHEAD + 2 * state_bytes + keys
+
 
 class ModelMetrics(Prequential):
     """The prequential scores of one model's *served* predictions: a
@@ -70,6 +83,7 @@ class Handle:
     learned: int = 0
     pending: list = field(default_factory=list)  # [(examples, future)] waiting for the writer
     writer: asyncio.Task | None = None
+    cost: int = 0  # estimated bytes in memory (LoadedModels' budget), updated at load / snapshot
 
     @property
     def since_snapshot(self) -> int:
@@ -90,4 +104,5 @@ class Handle:
             fresh.snap_seq,
         )
         self.metrics, self.keys, self.key_order = fresh.metrics, fresh.keys, fresh.key_order
+        self.cost = fresh.cost
         self.dirty = False

@@ -2,8 +2,12 @@
 
 This is the one place that decides which models are in memory. :meth:`LoadedModels.get` loads a
 model the first time it is asked for; :meth:`LoadedModels.unload` snapshots an idle model and drops
-it (the next request loads it again, exactly: snapshot + log). A memory budget (evicting the least
-recently used idle models) belongs here, on top of those two.
+it (the next request loads it again, exactly: snapshot + log). With a memory budget
+(``CHORUS_MEMORY_MB``) the models are kept in least-recently-used order, each with an estimated
+cost (:func:`app.registry.handles.estimate_cost`, refreshed at load and at every snapshot); when
+their sum passes the budget one background task unloads the least recently used idle models until
+it fits again. A busy model (a request queued or running, its lock held) or one that must be
+rebuilt is never unloaded; its turn comes once it is idle.
 """
 
 from __future__ import annotations
@@ -11,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
 from app.errors import CorruptSnapshot, ModelBroken, ModelNotFound, StoreUnavailable
 from app.registry.common import store_call
-from app.registry.handles import Handle
+from app.registry.handles import Handle, estimate_cost
 from app.registry.recovery import LogGap, Recovery, Unloadable
 
 log = logging.getLogger("chorus.registry")
@@ -35,9 +40,13 @@ class LoadedModels:
         self.recovery = recovery
         self.store = recovery.store
         self.settings = recovery.settings
-        self._handles: dict[str, Handle] = {}
+        self._handles: OrderedDict[str, Handle] = OrderedDict()  # least recently used first
         self.broken: dict[str, str] = {}  # model name -> why it could not be loaded
         self._loading: dict[str, asyncio.Lock] = {}
+        self.budget = self.settings.memory_mb * 2**20  # bytes; 0 = none
+        self.resident_bytes = 0  # sum of the held models' estimated costs
+        self.evicted = 0  # models unloaded to fit the budget, since start
+        self._evictor: asyncio.Task | None = None
 
     # ------------------------------------------------------------------ what is loaded
     def peek(self, name: str) -> Handle | None:
@@ -55,17 +64,28 @@ class LoadedModels:
         return list(self._handles)
 
     def add(self, h: Handle) -> None:
-        """Hold a model just declared in this process."""
+        """Hold a model (just declared or loaded) as the most recently used one."""
+        if not h.cost:
+            h.cost = estimate_cost(h, h.model.state_bytes)
+        self.drop(h.name)
         self._handles[h.name] = h
+        self.resident_bytes += h.cost
+        self.check_budget()
 
     def drop(self, name: str) -> None:
         """Forget a model (deleted, or rebuilt from the store on its next use)."""
-        self._handles.pop(name, None)
+        h = self._handles.pop(name, None)
+        if h is not None:
+            self.resident_bytes -= h.cost
+
+    def has_room(self) -> bool:
+        """Whether the held models fit the budget (always, without one)."""
+        return not self.budget or self.resident_bytes <= self.budget
 
     def mark_broken(self, name: str, reason: str) -> ModelBroken:
         """Record why a model cannot be loaded, drop it; returns the error to raise."""
         self.broken[name] = reason
-        self._handles.pop(name, None)
+        self.drop(name)
         return ModelBroken(f"model {name!r} is broken: {reason}")
 
     # ------------------------------------------------------------------ loading
@@ -76,19 +96,24 @@ class LoadedModels:
             raise ModelBroken(f"model {name!r} is broken: {self.broken[name]}")
         h = self._handles.get(name)
         if h is not None:
+            self._handles.move_to_end(name)
             if h.dirty:
                 async with h.lock:
                     await self.clean(h)
             return h
         lock = self._loading.setdefault(name, asyncio.Lock())
-        async with lock:
-            h = self._handles.get(name)
-            if h is None:
-                spec = await store_call(self.store.get_model(name))
-                if spec is None:
-                    raise ModelNotFound(f"model {name!r} not found")
-                h = await self.load(name, spec)
-                self._handles[name] = h
+        try:
+            async with lock:
+                h = self._handles.get(name)
+                if h is None:
+                    spec = await store_call(self.store.get_model(name))
+                    if spec is None:
+                        raise ModelNotFound(f"model {name!r} not found")
+                    h = await self.load(name, spec)
+                    self.add(h)
+        finally:
+            if not lock.locked() and self._loading.get(name) is lock:
+                del self._loading[name]  # one lock per model being loaded, not per model ever
         return h
 
     async def load(self, name: str, spec: dict[str, Any]) -> Handle:
@@ -109,7 +134,10 @@ class LoadedModels:
         if spec is None:
             self.drop(h.name)
             raise ModelNotFound(f"model {h.name!r} not found")
+        before = h.cost
         h.adopt(await self.load(h.name, spec))
+        if self._handles.get(h.name) is h:
+            self.resident_bytes += h.cost - before
 
     async def catch_up(self, h: Handle) -> None:
         """Apply the log entries other processes appended (takes the model's lock).
@@ -132,11 +160,15 @@ class LoadedModels:
     # ------------------------------------------------------------------ snapshots
     async def snapshot(self, h: Handle) -> None:
         """Snapshot a model (the caller holds its lock); a deleted one is dropped."""
+        before = h.cost
         try:
-            await self.recovery.snapshot(h)
+            await self.recovery.snapshot(h)  # refreshes h.cost
         except ModelNotFound:
             self.drop(h.name)
             raise
+        if self._handles.get(h.name) is h:
+            self.resident_bytes += h.cost - before
+            self.check_budget()
 
     async def snapshot_quietly(self, h: Handle) -> bool:
         """:meth:`snapshot`, logging a failure instead of raising (the next one retries)."""
@@ -166,6 +198,7 @@ class LoadedModels:
         interval = self.settings.snapshot_interval
         while True:
             await asyncio.sleep(min(interval, 1.0))
+            self.check_budget()
             now = time.monotonic()
             for h in self:
                 if h.since_snapshot > 0 and not h.dirty and now - h.last_snapshot >= interval:
@@ -187,6 +220,44 @@ class LoadedModels:
                 return False
             if h.since_snapshot > 0 and not await self.snapshot_quietly(h):
                 return False
+            if h.pending or h.writer is not None or h.dirty:
+                return False  # a request came while the snapshot was written: keep it
             if self._handles.get(name) is h:
                 self.drop(name)
         return True
+
+    # ------------------------------------------------------------------ the memory budget
+    def check_budget(self) -> None:
+        """Start the evictor when the held models are over the budget (not already running):
+        called when a model is added, snapshotted or becomes idle, and every second."""
+        if self.has_room() or self._evictor is not None:
+            return
+        try:
+            self._evictor = asyncio.get_running_loop().create_task(self._evict())
+        except RuntimeError:  # no event loop (a synchronous caller): the next async call evicts
+            pass
+
+    async def _evict(self) -> None:
+        """Unload least recently used idle models until the held ones fit the budget.
+
+        The most recently used model is never taken (it is the one being served). A model that
+        cannot be unloaded now (busy, dirty, its snapshot failed) moves to the recent end and is
+        tried again after the others; the task ends when a whole pass frees nothing.
+        """
+        try:
+            tried: set[str] = set()
+            while not self.has_room() and len(self._handles) > 1:
+                newest = next(reversed(self._handles))  # the one being served: spared
+                victim = next((n for n in self._handles if n not in tried), None)  # LRU first
+                if victim is None or victim == newest:
+                    break
+                tried.add(victim)
+                if await self.unload(victim):
+                    self.evicted += 1
+                    tried.discard(victim)
+                elif victim in self._handles:
+                    self._handles.move_to_end(victim)
+        except Exception:  # noqa: BLE001 - eviction is best effort; the models keep serving
+            log.exception("evicting models to fit CHORUS_MEMORY_MB failed")
+        finally:
+            self._evictor = None

@@ -25,7 +25,7 @@ from app.registry.common import (
     is_river_spec,
     store_call,
 )
-from app.registry.handles import Handle, ModelMetrics
+from app.registry.handles import Handle, ModelMetrics, estimate_cost
 from app.settings import Settings
 from app.stores.base import ModelGone, Store
 
@@ -138,6 +138,7 @@ class Recovery:
         await self.replay(h)
         h.keys = await store_call(self.store.get_keys(name))
         h.key_order = deque(sorted((orjson.loads(v)["seq"], k) for k, v in h.keys.items()))
+        h.cost = estimate_cost(h, model.state_bytes)
         return h
 
     async def replay(self, h: Handle, *, keys: bool = False) -> int:
@@ -185,6 +186,7 @@ class Recovery:
         """Write the model's snapshot and trim the log behind it (lock held by the caller);
         :class:`ModelNotFound` if the model was deleted meanwhile."""
         blob = self.encode(h)
+        h.cost = estimate_cost(h, len(blob))  # the arrays (and header) as they are now
         seq = h.seq
         try:
             oldest = await self.store.put_snapshot(h.name, seq, blob)

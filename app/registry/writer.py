@@ -112,6 +112,7 @@ class ModelWriter:
                         await asyncio.sleep(0)  # let the answered requests go out first
                         await self.models.snapshot_quietly(h)
                 h.writer = None  # no await between the empty check and this: nothing is missed
+            self.models.check_budget()  # idle now: it may be evicted
         except BaseException as exc:  # never leave a request hanging
             h.writer = None
             for _, fut in h.pending:

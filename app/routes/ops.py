@@ -87,6 +87,17 @@ class ModelCollector:
                 wacc.add_metric([name], rep["window_accuracy"])
             lag.add_metric([name], float(since_snapshot))
         yield from (learned, acc, wacc, lag)
+        mem = self.registry.memory()
+        yield GaugeMetricFamily("chorus_models_loaded", "Models held in memory", mem["loaded"])
+        yield GaugeMetricFamily(
+            "chorus_models_bytes", "Estimated bytes of the models in memory", mem["bytes"]
+        )
+        yield GaugeMetricFamily(
+            "chorus_memory_budget_bytes", "CHORUS_MEMORY_MB in bytes (0 = none)", mem["budget"]
+        )
+        yield CounterMetricFamily(
+            "chorus_models_evicted", "Models unloaded to fit the memory budget", mem["evicted"]
+        )
 
 
 def make_prometheus(registry: Registry) -> tuple[CollectorRegistry, Counter, Histogram]:
