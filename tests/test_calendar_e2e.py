@@ -410,7 +410,7 @@ def _assistant_module(name: str):
 
 def test_form_features_are_the_synthetic_calendars_attributes() -> None:
     meetings = _assistant_module("meetings")
-    from app.synth import FEATURES
+    FEATURES = _assistant_module("synth").FEATURES
 
     features = meetings.form_to_features(
         {

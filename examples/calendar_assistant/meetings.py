@@ -4,7 +4,7 @@ The form collects a handful of descriptive attributes; each becomes one categori
 values are strings, so Chorus treats them as categories). Each target -- duration, day of week,
 start time, location -- is predicted by its own Chorus model from the same features.
 
-Feature names and values follow the synthetic calendar generator (``app.synth``, modelled on the
+Feature names and values follow the synthetic calendar generator (``examples.calendar_assistant.synth``, modelled on the
 CAP data of the thesis), so the "simulated user" warms exactly the features the form fills in.
 """
 

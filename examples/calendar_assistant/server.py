@@ -7,7 +7,7 @@ Routes
 ``POST /api/suggest``    one prediction per target, each with its confidence and ``prediction_id``
 ``POST /api/save``       the user's final values go back to Chorus as delayed labels
 ``GET /api/stats``       each model's running accuracy (from Chorus) and the learning curve
-``POST /api/simulate``   the "simulated user": meetings from ``app.synth`` (optionally drifting)
+``POST /api/simulate``   the "simulated user": meetings from ``examples.calendar_assistant.synth`` (optionally drifting)
 """
 
 from __future__ import annotations
@@ -356,7 +356,9 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
         try:
             meetings = simulated_meetings(body.n, seed=body.seed, drift=body.drift)
         except ImportError as exc:
-            raise HTTPException(501, f"simulated user needs app.synth: {exc}") from exc
+            raise HTTPException(
+                501, f"simulated user needs examples.calendar_assistant.synth: {exc}"
+            ) from exc
         sim.running, sim.total, sim.done, sim.error = True, body.n, 0, None
         sim.drift_at = body.n // 2 if body.drift else None
         sim.task = asyncio.create_task(
