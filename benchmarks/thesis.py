@@ -11,7 +11,8 @@ Outputs (``--out``, default ``benchmarks/results/thesis.md``): tables shaped lik
 (single / batch bagging / online bagging, the thesis' numbers beside ours), the boosting
 equivalents, relative running times (Tables 3.8-3.10), the calendar study (Table 3.12) on the
 synthetic calendar of ``examples/calendar_assistant/synth.py``, and the Car Evaluation learning
-curves of Fig. 4.5 as a PNG next to the markdown file. A JSON file with every raw number is written beside it as well.
+curves of Fig. 4.5 as a PNG next to the markdown file. A JSON file with every raw number is
+written beside it as well.
 
 Every task (dataset x base model x algorithm, calendar seed, curves) is cached in ``--cache-dir``
 when it finishes, keyed by the protocol arguments and the source of the code it ran: re-running an
@@ -573,9 +574,8 @@ def render(results: dict, args: argparse.Namespace, command: str) -> str:
     add("")
     cal = results.get("calendar")
     if cal:
-        add(
-            "## Table 3.12 — calendar study on the synthetic calendar (`examples/calendar_assistant/synth.py`)"
-        )
+        synth_path = "examples/calendar_assistant/synth.py"
+        add(f"## Table 3.12 — calendar study on the synthetic calendar (`{synth_path}`)")
         add("")
         add(
             f"**Synthetic stand-in**: the CAP logs are not public. {args.calendar_seeds} seeded "
