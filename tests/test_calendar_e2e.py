@@ -169,8 +169,11 @@ def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 120.
 class Chorus:
     """The Chorus server as a child process that can be killed and started again on its data."""
 
-    def __init__(self, data_dir: Path, logs: Path) -> None:
+    def __init__(self, data_dir: Path, logs: Path, *, redis_url: str | None = None) -> None:
         self.data_dir = data_dir
+        self.redis_url = (
+            redis_url  # None: the embedded store in data_dir (``chorus serve``'s default)
+        )
         self.logs = logs
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -195,7 +198,13 @@ class Chorus:
             self.proc = subprocess.Popen(
                 cmd,
                 cwd=REPO_ROOT,
-                env=child_env(CHORUS_DATA_DIR=str(self.data_dir)),
+                env=child_env(
+                    **(
+                        {"CHORUS_REDIS_URL": self.redis_url}
+                        if self.redis_url
+                        else {"CHORUS_DATA_DIR": str(self.data_dir)}
+                    )
+                ),
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
@@ -218,6 +227,16 @@ class Chorus:
 @pytest.fixture
 def chorus(tmp_path: Path) -> Iterator[Chorus]:
     server = Chorus(tmp_path / "chorus-data", tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["embedded", "redis"])
+def chorus_on_each_store(request, tmp_path: Path) -> Iterator[Chorus]:
+    """Chorus on the embedded SQLite store, then on a real redis-server (conftest's, flushed)."""
+    redis_url = request.getfixturevalue("clean_redis_url") if request.param == "redis" else None
+    server = Chorus(tmp_path / "chorus-data", tmp_path, redis_url=redis_url)
     server.start()
     yield server
     server.stop()
@@ -577,9 +596,12 @@ def wait_simulation(client, deadline_s: float = 120) -> dict:
     return client.get("/api/simulate").json()
 
 
-def test_backend_profiles_validation_simulation_and_reset(chorus: Chorus, tmp_path: Path) -> None:
+def test_backend_profiles_validation_simulation_and_reset(
+    chorus_on_each_store: Chorus, tmp_path: Path
+) -> None:
     from fastapi.testclient import TestClient
 
+    chorus = chorus_on_each_store
     server = _assistant_module("server")
     settings = server.AssistantSettings(
         chorus_url=chorus.url, data_dir=tmp_path / "assistant-data", model_prefix=PREFIX
@@ -712,3 +734,43 @@ def test_one_command_starts_chorus_and_the_assistant_and_stops_both(tmp_path: Pa
         proc.wait(timeout=30)
     with pytest.raises(httpx.TransportError):  # Chorus went down with the launcher
         httpx.get(f"http://127.0.0.1:{chorus_port}/healthz", timeout=2)
+
+
+# --------------------------------------------------------------------------- deployment (structure)
+def test_compose_runs_the_assistant_against_the_chorus_service_on_redis() -> None:
+    """No Docker engine here: docker-compose.yml and the example's Dockerfile are parsed and
+    checked against the launcher's real argument parser and the service image."""
+    import yaml
+
+    launcher = _assistant_module("__main__")
+    compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
+    calendar, chorus = compose["services"]["calendar"], compose["services"]["chorus"]
+    assert calendar["profiles"] == ["calendar"]  # `docker compose up` alone starts Chorus only
+    assert chorus["environment"]["CHORUS_REDIS_URL"].startswith("redis://redis:")
+    assert calendar["depends_on"]["chorus"]["condition"] == "service_healthy"
+    context = REPO_ROOT / calendar["build"]["context"]
+    assert context == REPO_ROOT / "examples" / "calendar_assistant"
+    assert calendar["build"]["additional_contexts"] == {"chorus": "service:chorus"}
+
+    lines = [
+        line.strip()
+        for line in (context / "Dockerfile").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert lines[0] == "FROM chorus"
+    service_dockerfile = (REPO_ROOT / "Dockerfile").read_text()
+    assert "WORKDIR /opt/chorus/src" in service_dockerfile  # python -m examples... finds it
+    assert any(
+        line.startswith("COPY ") and line.endswith(" /opt/chorus/src/examples/calendar_assistant/")
+        for line in lines
+    )
+    cmd = json.loads(next(line for line in lines if line.startswith("CMD "))[4:])
+    assert cmd[:3] == ["python", "-m", "examples.calendar_assistant"]
+    args = launcher.parse_args(cmd[3:])  # the real parser: a wrong option fails here
+    chorus_port = chorus["ports"][0].split(":")[-1]
+    assert args.chorus_url == f"http://chorus:{chorus_port}" and args.host == "0.0.0.0"
+    (port,) = calendar["ports"]
+    assert port.split(":")[-1] == str(args.port) and f"EXPOSE {args.port}" in lines
+    (volume,) = calendar["volumes"]
+    name, _, target = volume.partition(":")
+    assert name in compose["volumes"] and str(args.data_dir).startswith(target + "/")
