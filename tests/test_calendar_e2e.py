@@ -467,8 +467,8 @@ def test_a_person_schedules_a_week_of_meetings_and_the_assistant_learns_their_ha
     report = (
         f"suggestion accuracy first 10 = {first:.2f}, last 10 = {last:.2f}; per meeting {scores}"
     )
-    assert last > first, report
-    assert last >= 0.6, report
+    assert last >= first + 0.25, report
+    assert last >= 0.75, report
 
     # Every saved meeting reached Chorus as a label of ann's models, and every suggestion actually
     # served (an untrained model serves none) was scored against the value she saved.
@@ -490,7 +490,7 @@ def test_a_person_schedules_a_week_of_meetings_and_the_assistant_learns_their_ha
     artifacts = os.environ.get("CALENDAR_E2E_ARTIFACTS")  # where to leave screenshots + numbers
     if artifacts:
         Path(artifacts).mkdir(parents=True, exist_ok=True)
-        browser.set_window_size(1400, 1000)
+        browser.set_window_size(1400, 1200)
         browser.save_screenshot(str(Path(artifacts) / "screenshot.png"))
 
     # Bad values are refused by the page, naming the field, and nothing is sent.

@@ -71,6 +71,7 @@ async function switchUser(user) {
   state.user = user;
   $("#user").value = user;
   document.body.dataset.user = user;
+  $("#who").textContent = user;
   $("#model-pattern").textContent = state.config.model_pattern.replace("<user>", user).replace("<target>", "*");
   const demo = user === state.config.demo;
   $("#sim-controls").hidden = !demo;
@@ -238,6 +239,7 @@ function openDialog(slot = null) {
   state.touched = new Set();
   setSuggestions(null);
   for (const node of document.querySelectorAll(".err")) node.textContent = "";
+  for (const node of document.querySelectorAll(".invalid")) node.classList.remove("invalid");
   if (slot) { // the clicked slot is the user's own choice of day and start
     daySelect.value = iso(addDays(state.monday, slot.day));
     $("#v-start_time").value = slot.time;
@@ -320,7 +322,8 @@ function markChanged(target) {
   $(`#v-${target}`).classList.toggle("changed", changed);
 }
 
-function descriptionChanged() {
+function descriptionChanged(event) {
+  clearError(event.target.id.slice(2));
   if (state.suggestions) {
     setSuggestions(null);
     setStatus("The description changed: ask for suggestions again (or save as is).");
@@ -333,17 +336,26 @@ function setStatus(text, isError = false) {
   status.classList.toggle("error", isError);
 }
 
+function inputOf(field) {
+  return $(`#v-${field}`) || $(`#m-${field}`);
+}
+
 function clearError(field) {
   const node = $(`#e-${field}`);
   if (node) node.textContent = "";
+  const input = inputOf(field);
+  if (input) input.classList.remove("invalid");
 }
 
 function showErrors(errors) {
   for (const node of document.querySelectorAll(".err")) node.textContent = "";
+  for (const node of document.querySelectorAll(".invalid")) node.classList.remove("invalid");
   for (const { field, message } of errors) {
     const name = field.split(".").pop() === "date" ? "day_of_week" : field.split(".").pop();
     const node = $(`#e-${name}`) || $("#status");
     node.textContent = message;
+    const input = inputOf(name);
+    if (input) input.classList.add("invalid");
   }
 }
 
