@@ -27,7 +27,6 @@ import datetime as dt
 import importlib
 import json
 import os
-import random
 import shutil
 import signal
 import socket
@@ -69,56 +68,9 @@ needs_browser = pytest.mark.skipif(
 
 
 # --------------------------------------------------------------------------- the scripted user
-KINDS = ("meeting", "seminar", "class", "interview")
-GROUPS = ("ai-group", "systems-group", "theory-group")
-# people belong to groups, and groups to departments, as in a real calendar
-MEMBERS = {
-    "ai-group": ("ann", "bob", "carla"),
-    "systems-group": ("dev", "eli", "fay"),
-    "theory-group": ("gus", "hana", "ivo"),
-}
-DEPARTMENT = {"ai-group": "cs", "systems-group": "ece", "theory-group": "math"}
-
-
-def preferences(meeting: dict) -> dict[str, str]:
-    """What this user always wants: learnable from the form; role, department, attendees are noise."""
-    kind, group = meeting["event_type"], meeting["group"]
-    duration = {"meeting": "30", "seminar": "60", "class": "90", "interview": "45"}[kind]
-    if kind == "meeting" and group == "theory-group":
-        duration = "60"  # the theory group always overruns
-    day = {"ai-group": "mon", "systems-group": "wed", "theory-group": "fri"}[group]
-    start = {"meeting": "10:00", "seminar": "15:00", "class": "09:00", "interview": "14:00"}[kind]
-    if meeting["lunchtime"]:
-        start = "12:00"
-    location = {
-        "meeting": "office",
-        "seminar": "wean-5409",
-        "class": "doherty-286",
-        "interview": "office",
-    }[kind]
-    return {"duration": duration, "day_of_week": day, "start_time": start, "location": location}
-
-
-def scripted_meetings(n: int, seed: int = 7) -> list[dict]:
-    rng = random.Random(seed)
-    out = []
-    for group in (rng.choice(GROUPS) for _ in range(n)):
-        kind = rng.choice(KINDS)
-        people = rng.sample(MEMBERS[group], rng.randint(1, 3))
-        out.append(
-            {
-                "title": f"{kind.capitalize()} with {people[0].capitalize()}",
-                "event_type": kind,
-                "attendees": ", ".join(people),
-                "position": rng.choice(("faculty", "grad-student", "staff")),
-                "department": DEPARTMENT[group],
-                "group": group,
-                "lunchtime": rng.random() < 0.25,
-                "requested_by_user": rng.random() < 0.5,
-            }
-        )
-    return out
-
+if str(REPO_ROOT) not in sys.path:  # examples/ is not an installed package
+    sys.path.insert(0, str(REPO_ROOT))
+from examples.calendar_assistant.scripted import preferences, scripted_meetings  # noqa: E402
 
 FIXED_MEETING = {
     "title": "Systems seminar",
@@ -321,6 +273,7 @@ class Page:
 
         self.d, self.By, self.Select = driver, By, Select
         self.wait = WebDriverWait(driver, 60, poll_frequency=0.05)  # a bound, not a timing
+        self.used_suggestion_links = 0
         driver.get(url)
         self.wait.until(lambda d: self.body("ready") == "1")
 
@@ -373,8 +326,14 @@ class Page:
         return (monday + dt.timedelta(days=DAYS.index(day))).isoformat()
 
     # the meeting dialog
-    def new_meeting(self, meeting: dict) -> None:
-        self.el("new-meeting").click()
+    def new_meeting(self, meeting: dict, slot: tuple[str, str] | None = None) -> None:
+        """Open the dialog with the button, or by clicking a free (day, "HH:MM") slot."""
+        if slot is None:
+            self.el("new-meeting").click()
+        else:
+            day, time_ = slot
+            css = f'#day-{DAYS.index(day)} .slot[data-time="{time_}"]'
+            self.d.find_element(self.By.CSS_SELECTOR, css).click()
         self.wait.until(lambda d: self.body("dialog") == "open")
         self.type_into("m-title", meeting["title"])
         for name in ("event_type", "position", "department"):
@@ -411,10 +370,21 @@ class Page:
         self.wait.until(lambda d: self.count("saved") > saved or self.count("refused") > refused)
         return self.count("saved") > saved
 
+    def current(self, target: str) -> str:
+        return self.d.execute_script("return currentValue(arguments[0]);", target)
+
     def correct_and_save(self, suggested: dict, wanted: dict[str, str]) -> None:
+        """Keep what is right; take a suggestion shown beside a field the person set ("use");
+        type or pick the rest."""
         for target, value in wanted.items():
-            if suggested[target][0] != value:
+            if self.current(target) == value:
+                continue
+            if suggested[target][0] == value:
+                self.d.find_element(self.By.CSS_SELECTOR, f"#h-{target} button.link").click()
+                self.used_suggestion_links += 1
+            else:
                 self.set_choice(target, value)
+            assert self.current(target) == value, (target, value)
         assert self.save(), self.text("status")
         self.wait.until(lambda d: self.body("dialog") == "closed")
 
@@ -447,13 +417,16 @@ def test_a_person_schedules_a_week_of_meetings_and_the_assistant_learns_their_ha
     for k, meeting in enumerate(scripted_meetings(N_MEETINGS)):
         if k and k % PER_WEEK == 0:
             page.next_week()
-        page.new_meeting(meeting)
-        suggested = page.suggest()
         wanted = preferences(meeting)
+        # every fifth meeting starts from a click on a free slot of the right day, at 18:00
+        slot = (wanted["day_of_week"], "18:00") if k % 5 == 4 else None
+        page.new_meeting(meeting, slot)
+        suggested = page.suggest()
         scores.append(sum(suggested[t][0] == wanted[t] for t in TARGETS) / len(TARGETS))
         shown.append((suggested, wanted))
         page.correct_and_save(suggested, wanted)
 
+    assert page.used_suggestion_links > 0  # a slot's start time was replaced by the suggestion
     # honest confidences: never 100%; after a single meeting at most a third, and it says so
     confidences = [s[t][1] for s, _ in shown for t in TARGETS if s[t][0]]
     assert confidences and "100%" not in confidences, confidences
@@ -578,6 +551,14 @@ def test_form_features_are_the_synthetic_calendars_attributes() -> None:
     assert set(features) <= set(_assistant_module("synth").FEATURES)  # the demo warms the same
 
 
+def test_the_examples_doctests_pass() -> None:
+    import doctest
+
+    for name in ("meetings", "profiles", "server", "scripted"):
+        result = doctest.testmod(_assistant_module(name))
+        assert result.attempted > 0 and result.failed == 0, (name, result)
+
+
 def test_simulated_user_changes_habits_half_way_when_asked() -> None:
     simulate = _assistant_module("simulate")
     plain = simulate.simulated_meetings(40, seed=3)
@@ -659,6 +640,11 @@ def test_backend_profiles_validation_simulation_and_reset(
             )
             assert answer.status_code == 422, (field, bad, answer.text)
             assert answer.json()["errors"][0]["field"] == f"choice.{field}", answer.text
+        extra = client.post(
+            "/api/users/bob/meetings",
+            json={"details": details, "choice": choice, "suggestions": {"colour": {}}},
+        )
+        assert extra.status_code == 422 and extra.json()["errors"][0]["field"] == "suggestions"
         for field, bad in (
             ("event_type", "party"),
             ("attendees", ",".join("abcdefghijklmnopqrstu")),

@@ -34,7 +34,7 @@ from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from .chorus_api import ChorusAdapter, ChorusError, ChorusUnavailable, Prediction
 from .meetings import DAYS, TARGETS, Choice, Details, page_config
@@ -173,14 +173,31 @@ class SuggestRequest(BaseModel):
 
 
 class SuggestedField(BaseModel):
-    value: Any = None
+    """What the page was suggested for one field (echoed back on save)."""
+
+    value: str | int | None = Field(None, union_mode="left_to_right")
     prediction_id: str | None = Field(None, max_length=200)
+
+    @field_validator("value")
+    @classmethod
+    def _short(cls, value: str | int | None) -> str | int | None:
+        if isinstance(value, str) and len(value) > 200:
+            raise ValueError("at most 200 characters")
+        return value
 
 
 class SaveRequest(BaseModel):
     details: Details
     choice: Choice
     suggestions: dict[str, SuggestedField] = Field(default_factory=dict)
+
+    @field_validator("suggestions")
+    @classmethod
+    def _targets_only(cls, value: dict[str, SuggestedField]) -> dict[str, SuggestedField]:
+        unknown = sorted(set(value) - set(TARGETS))
+        if unknown:
+            raise ValueError(f"unknown field {unknown[0][:40]!r}; fields are {', '.join(TARGETS)}")
+        return value
 
 
 class SimulateRequest(BaseModel):
