@@ -305,6 +305,16 @@ function setSuggestions(suggestions) {
       el("span", { id: `c-${target}`, class: "confidence", text: pct(s.confidence) }),
       el("span", { id: `n-${target}`, text: ` · from ${meetings}, ${s.with_value} of them with this value` }),
     );
+    const others = s.top.slice(1).filter(([, p]) => p >= 0.05);
+    if (others.length) {
+      hint.append(" · or ");
+      others.forEach(([label, p], i) => {
+        const pick = el("button", { type: "button", class: "chip", text: `${shown(target, label)} ${pct(p)}` });
+        pick.addEventListener("click", () => { setValue(target, label); state.touched.add(target); markChanged(target); clearError(target); });
+        if (i) hint.append(", ");
+        hint.append(pick);
+      });
+    }
     if (state.touched.has(target)) {
       const use = el("button", { type: "button", class: "link", text: "use" });
       use.addEventListener("click", () => { setValue(target, String(s.value)); state.touched.delete(target); markChanged(target); });
