@@ -615,12 +615,15 @@ def test_backend_profiles_validation_simulation_and_reset(
         assert day["value"] == "tue" and day["model_probability"] == pytest.approx(1.0)
         assert day["confidence"] == pytest.approx(1 / 3, abs=1e-3) and day["learned_from"] == 1
         suggestions = {t: answer["suggestions"][t] for t in TARGETS}
-        saved = client.post(
-            "/api/users/bob/meetings",
-            json={"details": details, "choice": choice, "suggestions": suggestions},
-        )
+        body = {"details": details, "choice": choice, "suggestions": suggestions}
+        saved = client.post("/api/users/bob/meetings", json={**body, "meeting_id": "meeting-0001"})
+        assert saved.status_code == 200, saved.text
         assert saved.json()["correct"] == {t: True for t in TARGETS}
         assert set(saved.json()["sent"].values()) == {"delayed label"}
+        assert saved.json()["duplicate"] is False
+        # the same save again (a retry after a lost answer): the same answer, nothing learned twice
+        again = client.post("/api/users/bob/meetings", json={**body, "meeting_id": "meeting-0001"})
+        assert again.json() == {**saved.json(), "duplicate": True}
 
         # every bad value is a 422 naming its field, and nothing is learned from it
         for field, bad in (

@@ -73,6 +73,10 @@ class Calendar:
         last = first + dt.timedelta(days=days - 1)
         return [r for r in self.records if first.isoformat() <= r["date"] <= last.isoformat()]
 
+    def find(self, meeting_id: str) -> dict[str, Any] | None:
+        """The saved meeting with this id (a save's idempotency key), if any."""
+        return next((r for r in self.records if r.get("meeting_id") == meeting_id), None)
+
     def value_count(self, target: str, value: Any) -> int:
         """How many saved meetings chose ``value`` for ``target``."""
         return sum(1 for r in self.records if r["final"][target] == value)

@@ -190,6 +190,11 @@ class SaveRequest(BaseModel):
     details: Details
     choice: Choice
     suggestions: dict[str, SuggestedField] = Field(default_factory=dict)
+    meeting_id: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_-]{8,64}$",
+        description="idempotency key: a retried save with the same id is not learned twice",
+    )
 
     @field_validator("suggestions")
     @classmethod
@@ -217,6 +222,12 @@ def _field_errors(exc: RequestValidationError) -> list[dict[str, str]]:
             path, message = [*path, head], rest  # a check across fields names the field it blames
         out.append({"field": ".".join(path) or "body", "message": message})
     return out
+
+
+def _saved(record: dict[str, Any]) -> dict[str, Any]:
+    """The answer to a save, from its calendar record."""
+    keys = ("meeting_id", "correct", "final", "sent")
+    return {"meeting": record["i"], **{k: record[k] for k in keys}}
 
 
 def _week_date(day: str, today: dt.date, weeks_back: int) -> dt.date:
@@ -333,10 +344,11 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
         chorus: ChorusAdapter = request.app.state.chorus
         features = body.details.features()
         names = [settings.model_name(user, t) for t in TARGETS]
-        answers: list[Prediction] = await asyncio.gather(
-            *(chorus.predict(n, features) for n in names)
+        asked = await asyncio.gather(
+            *(chorus.predict(n, features) for n in names), *(chorus.describe(n) for n in names)
         )
-        seen = await asyncio.gather(*(chorus.describe(n) for n in names))
+        answers: list[Prediction] = asked[: len(names)]
+        seen: list[dict[str, Any]] = asked[len(names) :]
         suggestions = {}
         for target, answer, desc in zip(TARGETS, answers, seen, strict=True):
             n = int(desc.get("n_seen") or 0)
@@ -359,7 +371,9 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
         chorus: ChorusAdapter = request.app.state.chorus
         features = body.details.features()
         labels = body.choice.labels()
-        meeting_id = uuid.uuid4().hex
+        meeting_id = body.meeting_id or uuid.uuid4().hex
+        if (done := calendar.find(meeting_id)) is not None:  # a retry of a save that went through
+            return {**_saved(done), "duplicate": True}
 
         async def give_label(target: str) -> str:
             name = settings.model_name(user, target)
@@ -385,6 +399,8 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
         correct = {t: suggested[t] == labels[t] for t in TARGETS}
         record = calendar.add(
             {
+                "meeting_id": meeting_id,
+                "sent": dict(zip(TARGETS, how, strict=True)),
                 "source": "user",
                 "title": body.details.title or body.details.event_type,
                 "details": body.details.model_dump(),
@@ -394,12 +410,7 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
                 "correct": correct,
             }
         )
-        return {
-            "meeting": record["i"],
-            "correct": correct,
-            "final": labels,
-            "sent": dict(zip(TARGETS, how, strict=True)),
-        }
+        return {**_saved(record), "duplicate": False}
 
     @app.get("/api/users/{user}/meetings")
     async def week(

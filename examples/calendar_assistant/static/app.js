@@ -237,6 +237,7 @@ function openDialog(slot = null) {
     daySelect.appendChild(el("option", { value: iso(date), "data-day": state.config.days[d], text: dayLabel(date) }));
   }
   state.touched = new Set();
+  state.meetingId = newMeetingId(); // a retried save of this meeting is not learned twice
   setSuggestions(null);
   for (const node of document.querySelectorAll(".err")) node.textContent = "";
   for (const node of document.querySelectorAll(".invalid")) node.classList.remove("invalid");
@@ -249,6 +250,11 @@ function openDialog(slot = null) {
   $("#dialog").hidden = false;
   document.body.dataset.dialog = "open";
   $("#m-title").focus();
+}
+
+function newMeetingId() {
+  if (window.crypto && crypto.randomUUID) return crypto.randomUUID().replaceAll("-", "");
+  return Array.from({ length: 4 }, () => Math.random().toString(36).slice(2, 10)).join("");
 }
 
 function closeDialog() {
@@ -432,7 +438,7 @@ async function save() {
   $("#save").disabled = true;
   try {
     const answer = await api(`/api/users/${state.user}/meetings`, {
-      method: "POST", body: JSON.stringify({ details, choice, suggestions }),
+      method: "POST", body: JSON.stringify({ details, choice, suggestions, meeting_id: state.meetingId }),
     });
     const kept = Object.values(answer.correct).filter(Boolean).length;
     const delayed = Object.values(answer.sent).filter((how) => how === "delayed label").length;
