@@ -243,6 +243,12 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         chorus = ChorusAdapter(settings.chorus_url, api_key=settings.api_key)
         profiles = Profiles(settings.data_dir)
+        if (settings.data_dir / "history.jsonl").exists():
+            log.warning(
+                "%s is the single-user version's history: not read (profiles live in %s/users)",
+                settings.data_dir / "history.jsonl",
+                settings.data_dir,
+            )
         if profiles.ids() == [DEMO]:
             profiles.create(FIRST_PROFILE)
         app.state.chorus, app.state.profiles, app.state.sim = chorus, profiles, Simulation()

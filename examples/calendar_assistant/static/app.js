@@ -136,9 +136,10 @@ async function renderWeek() {
     const head = $(`#dayhead-${d}`);
     head.textContent = dayLabel(date);
     head.classList.toggle("today", iso(date) === now);
-    for (const old of $(`#day-${d}`).querySelectorAll(".event")) old.remove();
   }
   const answer = await api(`/api/users/${state.user}/meetings?start=${iso(monday)}&days=7`);
+  if (answer.user !== state.user || monday !== state.monday) return; // a newer view was asked for
+  for (const old of document.querySelectorAll("#week .event")) old.remove();
   const byDay = Array.from({ length: 7 }, () => []);
   for (const m of answer.meetings) byDay[(parseIso(m.date).getUTCDay() + 6) % 7].push(m);
   for (let d = 0; d < 7; d++) placeDay($(`#day-${d}`), byDay[d]);
@@ -444,8 +445,8 @@ async function save() {
     const delayed = Object.values(answer.sent).filter((how) => how === "delayed label").length;
     $("#flow").textContent = `2 · Save: meeting #${answer.meeting} sent 4 labels (${delayed} for earlier predictions); ${kept} of 4 suggestions kept. 3 · Learn: done — the next suggestion uses it.`;
     closeDialog();
-    bump("saved");
-    await Promise.all([renderWeek(), refreshStats()]);
+    await Promise.all([renderWeek(), refreshStats()]).catch(() => {}); // shown in the panels
+    bump("saved"); // after the week and the panels show the new meeting
   } catch (err) {
     if (err.errors && err.errors.length) showErrors(err.errors);
     setStatus(`Not saved: ${err.message}`, true);
