@@ -512,6 +512,8 @@ def test_a_person_schedules_a_week_of_meetings_and_the_assistant_learns_their_ha
     after_restart = page.suggest()
     assert after_restart == before, f"before {before}, after {after_restart}\n{tail(chorus.log)}"
     assert n_seen(chorus, "ann") == {t: N_MEETINGS for t in TARGETS}
+    page.correct_and_save(after_restart, preferences(FIXED_MEETING))  # and it goes on learning
+    assert n_seen(chorus, "ann") == {t: N_MEETINGS + 1 for t in TARGETS}
 
     if artifacts:
         (Path(artifacts) / "report.json").write_text(
