@@ -10,8 +10,9 @@ over the folds (online results averaged over the orderings of a fold first).
 Outputs (``--out``, default ``benchmarks/results/thesis.md``): tables shaped like Tables 3.3-3.5
 (single / batch bagging / online bagging, the thesis' numbers beside ours), the boosting
 equivalents, relative running times (Tables 3.8-3.10), the calendar study (Table 3.12) on the
-synthetic calendar of ``app/synth.py``, and the Car Evaluation learning curves of Fig. 4.5 as a PNG
-next to the markdown file. A JSON file with every raw number is written beside it as well.
+synthetic calendar of ``examples/calendar_assistant/synth.py``, and the Car Evaluation learning
+curves of Fig. 4.5 as a PNG next to the markdown file. A JSON file with every raw number is
+written beside it as well.
 
 Every task (dataset x base model x algorithm, calendar seed, curves) is cached in ``--cache-dir``
 when it finishes, keyed by the protocol arguments and the source of the code it ran: re-running an
@@ -45,8 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from app import synth  # noqa: E402
 from benchmarks.datasets import DATASETS, Dataset, load  # noqa: E402
+from examples.calendar_assistant import synth  # noqa: E402
 from learners import DecisionStump, NaiveBayes  # noqa: E402
 from learners.exact_tree import ExactTree  # noqa: E402
 
@@ -573,7 +574,8 @@ def render(results: dict, args: argparse.Namespace, command: str) -> str:
     add("")
     cal = results.get("calendar")
     if cal:
-        add("## Table 3.12 — calendar study on the synthetic calendar (`app/synth.py`)")
+        synth_path = "examples/calendar_assistant/synth.py"
+        add(f"## Table 3.12 — calendar study on the synthetic calendar (`{synth_path}`)")
         add("")
         add(
             f"**Synthetic stand-in**: the CAP logs are not public. {args.calendar_seeds} seeded "
@@ -704,7 +706,12 @@ def run_task(task: tuple, args: argparse.Namespace) -> tuple[tuple, Any, list[st
 
 # What a cached task result depends on: the engine, the data loaders, the synthetic calendar and
 # the protocol code below, plus the protocol arguments (not the report's rendering).
-_CACHE_SOURCES = ("learners", "ensembles", "benchmarks/datasets.py", "app/synth.py")
+_CACHE_SOURCES = (
+    "learners",
+    "ensembles",
+    "benchmarks/datasets.py",
+    "examples/calendar_assistant/synth.py",
+)
 _CACHE_FUNCS = (folds, evaluate, make_base, make_model, fit, predict, accuracy,
                 predict_then_learn, stump_diagnosis, calendar_study, car_curves)  # fmt: skip
 _CACHE_ARGS = ("runs", "orders", "n_models", "seed", "tree_split", "large", "max_folds_large",

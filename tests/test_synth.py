@@ -1,13 +1,29 @@
-"""The synthetic calendar generator (app/synth.py)."""
+"""The synthetic calendar generator (examples/calendar_assistant/synth.py) and its doctest."""
 
 from __future__ import annotations
 
+import doctest
 import itertools
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from app.synth import DAYS, DURATIONS, FEATURES, TARGETS, example, generate, meetings
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # examples/ is not an installed package: import it from the checkout
+    sys.path.insert(0, str(ROOT))
+
+from examples.calendar_assistant import synth  # noqa: E402
+from examples.calendar_assistant.synth import (  # noqa: E402
+    DAYS,
+    DURATIONS,
+    FEATURES,
+    TARGETS,
+    example,
+    generate,
+    meetings,
+)
 
 
 @pytest.fixture(scope="module")
@@ -85,3 +101,8 @@ def test_example_split(rows):
         example(rows[0], "colour")
     with pytest.raises(ValueError):
         generate(n=5, noise=2.0)
+
+
+def test_module_doctest_runs():
+    result = doctest.testmod(synth)
+    assert result.attempted > 0 and result.failed == 0, result

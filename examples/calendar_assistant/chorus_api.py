@@ -1,6 +1,6 @@
 """The assistant's only door to Chorus: a thin async adapter over ``app.client.AsyncChorusClient``.
 
-Everything the assistant needs from Chorus is here -- make sure a model exists, predict (getting a
+Everything the assistant needs from Chorus is here -- make sure a model exists, delete one, predict (getting a
 ``prediction_id``), give a delayed label, learn a batch, read a model's description -- so the rest of
 the example never depends on the client's exact shapes. The client retries, boundedly, only what
 cannot be applied twice (refused connections, 503s; ``learn`` calls carry idempotency ids and a
@@ -112,6 +112,14 @@ class ChorusAdapter:
             if exc.status != 409:  # created meanwhile by someone else: fine
                 raise
             return await self.describe(name)
+
+    async def delete(self, name: str) -> None:
+        """``DELETE /models/{name}``; a model that is already gone is fine."""
+        try:
+            await self._call("delete_model", name)
+        except ChorusError as exc:
+            if exc.status != 404:
+                raise
 
     async def predict(self, name: str, features: dict[str, Any]) -> Prediction:
         """``POST /predict``: suggestion, probabilities and the id for a later label."""

@@ -1,49 +1,68 @@
-"""The calendar assistant: one page plus a small JSON backend that talks to Chorus.
+"""The calendar assistant: a week-view page plus a small JSON backend that talks to Chorus.
+
+Every profile (user) has its own four Chorus models, ``<prefix>.<user>.<target>``; the simulated
+user writes only to the ``demo`` profile's.
 
 Routes
 ------
-``GET /``                the page (static HTML/JS/CSS, no CDN)
-``GET /api/config``      form fields, targets and pick lists the page builds itself from
-``POST /api/suggest``    one prediction per target, each with its confidence and ``prediction_id``
-``POST /api/save``       the user's final values go back to Chorus as delayed labels
-``GET /api/stats``       each model's running accuracy (from Chorus) and the learning curve
-``POST /api/simulate``   the "simulated user": meetings from ``app.synth`` (optionally drifting)
+``GET /``                                 the page (static HTML/JS/CSS, no CDN)
+``GET /api/config``                       fields, limits and pick lists the page builds itself from
+``GET /api/users``, ``POST /api/users``   list / add profiles (adding one creates its four models)
+``POST /api/users/{user}/suggest``        one prediction per target: value, honest confidence, the
+                                          number of meetings it rests on, ``prediction_id``
+``POST /api/users/{user}/meetings``       save: the chosen values go back as delayed labels
+``GET /api/users/{user}/meetings``        the meetings of a week (``?start=YYYY-MM-DD&days=7``)
+``GET /api/users/{user}/stats``           each model's accuracy (from Chorus) and the learning curve
+``POST /api/users/{user}/reset``          forget this profile: its models start again, empty
+``POST /api/simulate``                    the simulated user (``synth``), into ``demo`` only
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import datetime as dt
 import logging
 import os
-import threading
-import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
-from .chorus_api import ChorusAdapter, ChorusError, ChorusUnavailable
-from .meetings import (
-    FORM_FIELDS,
-    TARGET_CHOICES,
-    TARGET_LABELS,
-    TARGETS,
-    form_to_features,
-    normalise_label,
-)
+from .chorus_api import ChorusAdapter, ChorusError, ChorusUnavailable, Prediction
+from .meetings import DAYS, TARGETS, Choice, Details, page_config
+from .profiles import DEMO, WINDOW, Calendar, Profiles
 from .simulate import simulated_meetings
 
 log = logging.getLogger("calendar_assistant")
 STATIC = Path(__file__).with_name("static")
 LEARNERS = ("hoeffding_tree", "naive_bayes")
+FIRST_PROFILE = "me"
+
+#: Pseudo-meetings of doubt in the shown confidence: ``p * n / (n + PRIOR_MEETINGS)``.
+PRIOR_MEETINGS = 2
+
+
+def honest_confidence(probability: float, n_meetings: int) -> float:
+    """The confidence shown for a suggestion: the model's probability, shrunk by how little it saw.
+
+    A model that learned from one meeting is 100% sure of what it saw; a person should not be.
+    The shown value is ``p * n / (n + 2)``: at most 33% after one meeting, 80% after 8, 95% after
+    38 -- never 100%.
+
+    >>> honest_confidence(1.0, 1), honest_confidence(1.0, 8), honest_confidence(0.5, 0)
+    (0.3333, 0.8, 0.0)
+    """
+    if n_meetings <= 0:
+        return 0.0
+    return round(probability * n_meetings / (n_meetings + PRIOR_MEETINGS), 4)
 
 
 @dataclass
@@ -55,9 +74,9 @@ class AssistantSettings:
     chorus_url
         Base URL of the Chorus server.
     data_dir
-        Where the assistant keeps its meeting history (``history.jsonl``, for the learning curve).
+        Where the assistant keeps each profile's meetings (``users/<id>/meetings.jsonl``).
     model_prefix
-        Chorus model names are ``<prefix>.<target>``.
+        Chorus model names are ``<prefix>.<user>.<target>``.
     learner
         Base learner of every model's online bagging: ``hoeffding_tree`` (default) or ``naive_bayes``.
     n_models, seed
@@ -65,10 +84,15 @@ class AssistantSettings:
     grace_period, delta
         The trees' grace period and Hoeffding-bound confidence. A user schedules tens of meetings,
         not thousands: with the library defaults (200, 1e-7) a tree would not split before several
-        hundred, and only its leaf's naive Bayes would learn. With 10 and 0.01 the trees look for a
-        split every 10 meetings and take one (typically on the kind of event) within the first
-        40; measured on the browser test's scripted user, this lifts the last-10 suggestion
-        accuracy from 0.73 to 0.88.
+        hundred, and only its leaf's naive Bayes would learn. With 5 and 0.05 the trees look for a
+        split every 5 meetings and take one on little evidence (measured on the browser test's
+        scripted user, 12 seeds: suggestions kept over meetings 21-30, 0.75 with 10 and 0.01, 0.80
+        with 5 and 0.05; see the example's README).
+
+    Examples
+    --------
+    >>> AssistantSettings(model_prefix="cal").model_name("ann", "duration")
+    'cal.ann.duration'
     """
 
     chorus_url: str = "http://127.0.0.1:8000"
@@ -77,13 +101,15 @@ class AssistantSettings:
     learner: str = "hoeffding_tree"
     n_models: int = 5
     seed: int = 1
-    grace_period: int = 10
-    delta: float = 0.01
+    grace_period: int = 5
+    delta: float = 0.05
     api_key: str | None = None
 
     def __post_init__(self) -> None:
         if self.learner not in LEARNERS:
             raise ValueError(f"learner must be one of {', '.join(LEARNERS)}; got {self.learner!r}")
+        if not 1 <= len(self.model_prefix) <= 24:
+            raise ValueError(f"model_prefix must be 1-24 characters; got {self.model_prefix!r}")
         self.data_dir = Path(self.data_dir)
 
     @classmethod
@@ -101,11 +127,11 @@ class AssistantSettings:
             api_key=env.get("CHORUS_API_KEY") or None,
         )
 
-    def model_name(self, target: str) -> str:
-        return f"{self.model_prefix}.{target}"
+    def model_name(self, user: str, target: str) -> str:
+        return f"{self.model_prefix}.{user}.{target}"
 
-    def model_spec(self, target: str) -> dict[str, Any]:
-        """The Chorus model declared for one target (see docs/http-api.md, ``POST /models``)."""
+    def model_spec(self) -> dict[str, Any]:
+        """The Chorus model declared for each target (see docs/http-api.md, ``POST /models``)."""
         params: dict[str, Any] = {}
         if self.learner == "hoeffding_tree":
             params = {"grace_period": self.grace_period, "delta": self.delta}
@@ -116,55 +142,6 @@ class AssistantSettings:
             "seed": self.seed,
             "params": params,
         }
-
-
-class History:
-    """Every saved meeting's outcome, one JSON line each: the source of the learning curve."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.records: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    self.records.append(json.loads(line))
-
-    def add(self, record: dict[str, Any]) -> dict[str, Any]:
-        with self._lock:
-            record = {"i": len(self.records) + 1, "at": time.time(), **record}
-            self.records.append(record)
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(record) + "\n")
-            return record
-
-    def curve_window(self) -> int:
-        """Moving-average window of the curve: 10 meetings, wider for long simulated runs."""
-        return max(10, len(self.records) // 15)
-
-    def curve(self, max_points: int = 200) -> dict[str, list[list[float]]]:
-        """Per target, accuracy of the suggestions over the last ``curve_window()`` meetings."""
-        window = self.curve_window()
-        n = len(self.records)
-        step = max(1, -(-n // max_points))
-        curves: dict[str, list[list[float]]] = {}
-        for target in TARGETS:
-            hits = [1.0 if r["correct"].get(target) else 0.0 for r in self.records]
-            points = []
-            for end in range(1, n + 1):
-                if end % step and end != n:
-                    continue
-                chunk = hits[max(0, end - window) : end]
-                points.append([end, round(sum(chunk) / len(chunk), 4)])
-            curves[target] = points
-        return curves
-
-    def accuracy(self, target: str, last: int | None = None) -> float | None:
-        records = self.records[-last:] if last else self.records
-        if not records:
-            return None
-        return sum(1 for r in records if r["correct"].get(target)) / len(records)
 
 
 @dataclass
@@ -178,6 +155,7 @@ class Simulation:
 
     def public(self) -> dict[str, Any]:
         return {
+            "user": DEMO,
             "running": self.running,
             "total": self.total,
             "done": self.done,
@@ -186,40 +164,97 @@ class Simulation:
         }
 
 
+class NewProfile(BaseModel):
+    id: str = Field(examples=["ann"], description="1-24 characters from a-z 0-9 -")
+
+
 class SuggestRequest(BaseModel):
-    form: dict[str, Any] = Field(examples=[{"event_type": "seminar", "attendees": "ann, bob"}])
+    details: Details
 
 
 class SuggestedField(BaseModel):
-    value: Any = None
-    prediction_id: str | None = None
+    """What the page was suggested for one field (echoed back on save)."""
+
+    value: str | int | None = Field(None, union_mode="left_to_right")
+    prediction_id: str | None = Field(None, max_length=200)
+
+    @field_validator("value")
+    @classmethod
+    def _short(cls, value: str | int | None) -> str | int | None:
+        if isinstance(value, str) and len(value) > 200:
+            raise ValueError("at most 200 characters")
+        return value
 
 
 class SaveRequest(BaseModel):
-    form: dict[str, Any]
-    values: dict[str, Any] = Field(examples=[{"duration": "60", "day_of_week": "monday"}])
+    details: Details
+    choice: Choice
     suggestions: dict[str, SuggestedField] = Field(default_factory=dict)
+    meeting_id: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_-]{8,64}$",
+        description="idempotency key: a retried save with the same id is not learned twice",
+    )
+
+    @field_validator("suggestions")
+    @classmethod
+    def _targets_only(cls, value: dict[str, SuggestedField]) -> dict[str, SuggestedField]:
+        unknown = sorted(set(value) - set(TARGETS))
+        if unknown:
+            raise ValueError(f"unknown field {unknown[0][:40]!r}; fields are {', '.join(TARGETS)}")
+        return value
 
 
 class SimulateRequest(BaseModel):
     n: int = Field(100, ge=1, le=5000)
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**31)
     drift: bool = False
 
 
+def _field_errors(exc: RequestValidationError) -> list[dict[str, str]]:
+    """Pydantic's errors as ``{"field": "choice.duration", "message": ...}``, one per bad field."""
+    out = []
+    for err in exc.errors():
+        path = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
+        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        head, sep, rest = message.partition(": ")
+        if sep and head in {*TARGETS, "date"} and (not path or path[-1] != head):
+            path, message = [*path, head], rest  # a check across fields names the field it blames
+        out.append({"field": ".".join(path) or "body", "message": message})
+    return out
+
+
+def _saved(record: dict[str, Any]) -> dict[str, Any]:
+    """The answer to a save, from its calendar record."""
+    keys = ("meeting_id", "correct", "final", "sent")
+    return {"meeting": record["i"], **{k: record[k] for k in keys}}
+
+
+def _week_date(day: str, today: dt.date, weeks_back: int) -> dt.date:
+    monday = today - dt.timedelta(days=today.weekday()) - dt.timedelta(weeks=weeks_back)
+    return monday + dt.timedelta(days=DAYS.index(day) if day in DAYS else 0)
+
+
 def create_app(settings: AssistantSettings | None = None) -> FastAPI:
-    """Build the assistant's FastAPI app (models are created in Chorus on startup if missing)."""
+    """Build the assistant's FastAPI app (each profile's models are created in Chorus if missing)."""
     settings = settings or AssistantSettings.from_env()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         chorus = ChorusAdapter(settings.chorus_url, api_key=settings.api_key)
-        app.state.chorus = chorus
-        app.state.history = History(settings.data_dir / "history.jsonl")
-        app.state.sim = Simulation()
+        profiles = Profiles(settings.data_dir)
+        if (settings.data_dir / "history.jsonl").exists():
+            log.warning(
+                "%s is the single-user version's history: not read (profiles live in %s/users)",
+                settings.data_dir / "history.jsonl",
+                settings.data_dir,
+            )
+        if profiles.ids() == [DEMO]:
+            profiles.create(FIRST_PROFILE)
+        app.state.chorus, app.state.profiles, app.state.sim = chorus, profiles, Simulation()
         await chorus.wait_ready(timeout=60)
-        for target in TARGETS:
-            await chorus.ensure_model(settings.model_name(target), settings.model_spec(target))
+        for user in profiles.ids():
+            await ensure_models(chorus, user)
         log.info("calendar assistant ready; Chorus at %s", settings.chorus_url)
         try:
             yield
@@ -229,6 +264,14 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
                 sim.task.cancel()
             await chorus.aclose()
 
+    async def ensure_models(chorus: ChorusAdapter, user: str) -> None:
+        await asyncio.gather(
+            *(
+                chorus.ensure_model(settings.model_name(user, t), settings.model_spec())
+                for t in TARGETS
+            )
+        )
+
     app = FastAPI(title="Chorus calendar assistant", lifespan=lifespan)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
@@ -237,6 +280,18 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
         status = 503 if isinstance(exc, ChorusUnavailable) else 502
         return JSONResponse({"detail": str(exc)}, status_code=status)
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = _field_errors(exc)
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        return JSONResponse({"detail": detail, "errors": errors}, status_code=422)
+
+    def calendar_of(request: Request, user: str) -> Calendar:
+        profiles: Profiles = request.app.state.profiles
+        if not profiles.exists(user):
+            raise HTTPException(404, f"user: no profile {user[:40]!r}")
+        return profiles.calendar(user)
+
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
         return FileResponse(STATIC / "index.html")
@@ -244,50 +299,95 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
     @app.get("/api/config")
     async def config() -> dict[str, Any]:
         return {
-            "form": FORM_FIELDS,
-            "targets": list(TARGETS),
-            "labels": TARGET_LABELS,
-            "choices": TARGET_CHOICES,
-            "models": {t: settings.model_name(t) for t in TARGETS},
-            "spec": {t: settings.model_spec(t) for t in TARGETS},
+            **page_config(),
+            "window": WINDOW,
+            "demo": DEMO,
+            "prior_meetings": PRIOR_MEETINGS,
+            "spec": settings.model_spec(),
+            "model_pattern": settings.model_name("<user>", "<target>"),
         }
 
-    @app.post("/api/suggest")
-    async def suggest(body: SuggestRequest, request: Request) -> dict[str, Any]:
+    @app.get("/api/users")
+    async def users(request: Request) -> dict[str, Any]:
+        profiles: Profiles = request.app.state.profiles
+        return {
+            "demo": DEMO,
+            "users": [
+                {"id": u, "demo": u == DEMO, "meetings": len(profiles.calendar(u).records)}
+                for u in profiles.ids()
+            ],
+        }
+
+    @app.post("/api/users", status_code=201)
+    async def add_user(body: NewProfile, request: Request) -> dict[str, Any]:
+        profiles: Profiles = request.app.state.profiles
+        user = body.id.strip().lower()
+        try:
+            Profiles.check_id(user)
+        except ValueError as exc:
+            raise HTTPException(422, f"id: {exc}") from exc
+        if profiles.exists(user):
+            raise HTTPException(409, f"id: a profile {user!r} exists already")
+        await ensure_models(request.app.state.chorus, user)
+        profiles.create(user)
+        return {"id": user, "models": [settings.model_name(user, t) for t in TARGETS]}
+
+    @app.post("/api/users/{user}/reset")
+    async def reset(user: str, request: Request) -> dict[str, Any]:
+        calendar = calendar_of(request, user)
+        sim: Simulation = request.app.state.sim
+        if user == DEMO and sim.running:
+            raise HTTPException(409, "the simulated user is still writing to demo")
         chorus: ChorusAdapter = request.app.state.chorus
-        features = form_to_features(body.form)
-        answers = await asyncio.gather(
-            *(chorus.predict(settings.model_name(t), features) for t in TARGETS)
+        await asyncio.gather(*(chorus.delete(settings.model_name(user, t)) for t in TARGETS))
+        calendar.clear()
+        await ensure_models(chorus, user)
+        return {"id": user, "meetings": 0}
+
+    @app.post("/api/users/{user}/suggest")
+    async def suggest(user: str, body: SuggestRequest, request: Request) -> dict[str, Any]:
+        calendar = calendar_of(request, user)
+        chorus: ChorusAdapter = request.app.state.chorus
+        features = body.details.features()
+        names = [settings.model_name(user, t) for t in TARGETS]
+        asked = await asyncio.gather(
+            *(chorus.predict(n, features) for n in names), *(chorus.describe(n) for n in names)
         )
+        answers: list[Prediction] = asked[: len(names)]
+        seen: list[dict[str, Any]] = asked[len(names) :]
         suggestions = {}
-        for target, answer in zip(TARGETS, answers, strict=True):
+        for target, answer, desc in zip(TARGETS, answers, seen, strict=True):
+            n = int(desc.get("n_seen") or 0)
             top = sorted(answer.probabilities.items(), key=lambda kv: -kv[1])[:3]
+            value = answer.prediction
             suggestions[target] = {
-                "value": answer.prediction,
-                "confidence": round(answer.confidence, 4),
+                "value": value,
+                "confidence": honest_confidence(answer.confidence, n),
+                "model_probability": round(answer.confidence, 4),
+                "learned_from": n,
+                "with_value": calendar.value_count(target, str(value)) if value is not None else 0,
                 "prediction_id": answer.prediction_id,
-                "top": [[label, round(p, 4)] for label, p in top],
+                "top": [[label, honest_confidence(p, n)] for label, p in top],
             }
-        return {"features": features, "suggestions": suggestions}
+        return {"user": user, "features": features, "suggestions": suggestions}
 
-    @app.post("/api/save")
-    async def save(body: SaveRequest, request: Request) -> dict[str, Any]:
+    @app.post("/api/users/{user}/meetings")
+    async def save(user: str, body: SaveRequest, request: Request) -> dict[str, Any]:
+        calendar = calendar_of(request, user)
         chorus: ChorusAdapter = request.app.state.chorus
-        history: History = request.app.state.history
-        features = form_to_features(body.form)
-        missing = [t for t in TARGETS if str(body.values.get(t, "")).strip() == ""]
-        if missing:
-            raise HTTPException(422, f"values: missing {', '.join(missing)}")
-        labels = {t: normalise_label(t, body.values[t]) for t in TARGETS}
-        meeting_id = uuid.uuid4().hex
+        features = body.details.features()
+        labels = body.choice.labels()
+        meeting_id = body.meeting_id or uuid.uuid4().hex
+        if (done := calendar.find(meeting_id)) is not None:  # a retry of a save that went through
+            return {**_saved(done), "duplicate": True}
 
-        async def give_label(target: str) -> None:
-            name = settings.model_name(target)
+        async def give_label(target: str) -> str:
+            name = settings.model_name(user, target)
             suggested = body.suggestions.get(target)
             if suggested is not None and suggested.prediction_id:
                 try:
                     await chorus.label(name, suggested.prediction_id, labels[target])
-                    return
+                    return "delayed label"
                 except ChorusError as exc:
                     if exc.status not in (404, 410):
                         raise
@@ -295,55 +395,72 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
                         "prediction id for %s no longer valid (%s); learning anew", name, exc
                     )
             await chorus.learn(name, features, labels[target], example_id=f"{meeting_id}-{target}")
+            return "learned"
 
-        await asyncio.gather(*(give_label(t) for t in TARGETS))
-        suggested_values = {
-            t: (s.value if (s := body.suggestions.get(t)) is not None else None) for t in TARGETS
-        }
-        correct = {
-            t: suggested_values[t] is not None
-            and normalise_label(t, suggested_values[t]) == labels[t]
+        how = await asyncio.gather(*(give_label(t) for t in TARGETS))
+        suggested = {
+            t: (str(s.value) if (s := body.suggestions.get(t)) and s.value is not None else None)
             for t in TARGETS
         }
-        record = history.add(
+        correct = {t: suggested[t] == labels[t] for t in TARGETS}
+        record = calendar.add(
             {
+                "meeting_id": meeting_id,
+                "sent": dict(zip(TARGETS, how, strict=True)),
                 "source": "user",
-                "features": features,
-                "suggested": suggested_values,
+                "title": body.details.title or body.details.event_type,
+                "details": body.details.model_dump(),
+                "date": body.choice.date.isoformat(),
+                "suggested": suggested,
                 "final": labels,
                 "correct": correct,
             }
         )
-        return {"meeting": record["i"], "correct": correct, "final": labels}
+        return {**_saved(record), "duplicate": False}
 
-    @app.get("/api/stats")
-    async def stats(request: Request) -> dict[str, Any]:
+    @app.get("/api/users/{user}/meetings")
+    async def week(
+        user: str,
+        request: Request,
+        start: Annotated[dt.date, Query(description="first day shown, YYYY-MM-DD")],
+        days: Annotated[int, Query(ge=1, le=42)] = 7,
+    ) -> dict[str, Any]:
+        calendar = calendar_of(request, user)
+        keep = ("i", "source", "title", "date", "final", "correct")
+        return {
+            "user": user,
+            "start": start.isoformat(),
+            "meetings": [{k: r.get(k) for k in keep} for r in calendar.between(start, days)],
+        }
+
+    @app.get("/api/users/{user}/stats")
+    async def stats(user: str, request: Request) -> dict[str, Any]:
+        calendar = calendar_of(request, user)
         chorus: ChorusAdapter = request.app.state.chorus
-        history: History = request.app.state.history
         descriptions = await asyncio.gather(
-            *(chorus.describe(settings.model_name(t)) for t in TARGETS)
+            *(chorus.describe(settings.model_name(user, t)) for t in TARGETS)
         )
         models = {}
         for target, desc in zip(TARGETS, descriptions, strict=True):
             metrics = desc.get("metrics") or {}
             models[target] = {
-                "name": settings.model_name(target),
+                "name": settings.model_name(user, target),
                 "n_seen": desc.get("n_seen"),
                 "n_scored": metrics.get("n_scored"),
                 "accuracy": metrics.get("accuracy"),
-                "window_accuracy": metrics.get("window_accuracy"),
-                "last10": history.accuracy(target, last=10),
+                "last": calendar.accuracy(target, last=WINDOW),
                 "classes": len(desc.get("classes") or []),
             }
         recent = [
-            {k: r.get(k) for k in ("i", "source", "final", "correct")}
-            for r in history.records[-8:][::-1]
+            {k: r.get(k) for k in ("i", "source", "title", "final", "correct")}
+            for r in calendar.records[-6:][::-1]
         ]
         return {
-            "meetings": len(history.records),
+            "user": user,
+            "meetings": len(calendar.records),
+            "window": WINDOW,
             "models": models,
-            "curve": history.curve(),
-            "curve_window": history.curve_window(),
+            "curve": calendar.curve(),
             "recent": recent,
             "simulation": request.app.state.sim.public(),
         }
@@ -353,14 +470,12 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
         sim: Simulation = request.app.state.sim
         if sim.running:
             raise HTTPException(409, "a simulation is already running")
-        try:
-            meetings = simulated_meetings(body.n, seed=body.seed, drift=body.drift)
-        except ImportError as exc:
-            raise HTTPException(501, f"simulated user needs app.synth: {exc}") from exc
+        meetings = simulated_meetings(body.n, seed=body.seed, drift=body.drift)
         sim.running, sim.total, sim.done, sim.error = True, body.n, 0, None
         sim.drift_at = body.n // 2 if body.drift else None
+        calendar = request.app.state.profiles.calendar(DEMO)
         sim.task = asyncio.create_task(
-            _run_simulation(request.app.state.chorus, request.app.state.history, sim, meetings)
+            _run_simulation(request.app.state.chorus, calendar, sim, meetings)
         )
         return sim.public()
 
@@ -370,38 +485,45 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
 
     async def _run_simulation(
         chorus: ChorusAdapter,
-        history: History,
+        calendar: Calendar,
         sim: Simulation,
         meetings: list[tuple[dict[str, str], dict[str, str]]],
         chunk: int = 25,
     ) -> None:
+        """Feed the generated meetings to the demo profile's models, dated in past weeks."""
+        today = dt.date.today()
         try:
             for start in range(0, len(meetings), chunk):
                 part = meetings[start : start + chunk]
                 results = await asyncio.gather(
                     *(
                         chorus.learn_many(
-                            settings.model_name(t),
+                            settings.model_name(DEMO, t),
                             [{"features": x, "label": y[t]} for x, y in part],
                         )
                         for t in TARGETS
                     )
                 )
+                records = []
                 for row, (x, y) in enumerate(part):
+                    i = start + row
                     suggested = {t: results[k][row].prediction for k, t in enumerate(TARGETS)}
-                    correct = {
-                        t: suggested[t] is not None and normalise_label(t, suggested[t]) == y[t]
-                        for t in TARGETS
-                    }
-                    history.add(
+                    when = _week_date(y["day_of_week"], today, (len(meetings) - 1 - i) // 10)
+                    records.append(
                         {
                             "source": "simulated",
+                            "title": x.get("event_type", "meeting"),
                             "features": x,
+                            "date": when.isoformat(),
                             "suggested": suggested,
                             "final": y,
-                            "correct": correct,
+                            "correct": {
+                                t: suggested[t] is not None and str(suggested[t]) == y[t]
+                                for t in TARGETS
+                            },
                         }
                     )
+                calendar.add_many(records)
                 sim.done += len(part)
         except asyncio.CancelledError:
             raise

@@ -1,4 +1,4 @@
-"""The "simulated user": meetings from the synthetic calendar generator (``app.synth``).
+"""The simulated (demo) user: meetings from the synthetic calendar generator (``synth``).
 
 ``simulated_meetings(n, seed, drift)`` returns ``(features, labels)`` pairs the assistant feeds to
 Chorus exactly like saved meetings. With ``drift=True`` the user changes habits half-way: from then on
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .meetings import TARGETS, normalise_label
+from .meetings import TARGETS
 
 
 def split_record(record: Any) -> tuple[dict[str, str], dict[str, str]]:
@@ -22,7 +22,7 @@ def split_record(record: Any) -> tuple[dict[str, str], dict[str, str]]:
         merged = {**dict(x), **(dict(y) if isinstance(y, Mapping) else {})}
     else:
         merged = dict(record)
-    labels = {t: normalise_label(t, merged[t]) for t in TARGETS}
+    labels = {t: " ".join(str(merged[t]).lower().split()) for t in TARGETS}
     features = {
         str(k): str(v).strip().lower()
         for k, v in merged.items()
@@ -34,8 +34,8 @@ def split_record(record: Any) -> tuple[dict[str, str], dict[str, str]]:
 def simulated_meetings(
     n: int, *, seed: int = 0, drift: bool = False
 ) -> list[tuple[dict[str, str], dict[str, str]]]:
-    """``n`` meetings from ``app.synth.generate(n, seed)``, optionally with a habit change at n/2."""
-    from app.synth import generate  # imported lazily: the assistant runs without it
+    """``n`` meetings from ``examples.calendar_assistant.synth.generate(n, seed)``, optionally with a habit change at n/2."""
+    from .synth import generate
 
     meetings = [split_record(r) for r in generate(n, seed)]
     if not drift:

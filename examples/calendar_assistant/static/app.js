@@ -1,20 +1,24 @@
-// Calendar assistant page: builds the form from /api/config, asks /api/suggest for one suggestion
-// per target, sends the accepted or corrected values to /api/save, and draws /api/stats.
+// Calendar assistant page: a week view per profile; a meeting dialog that asks the profile's Chorus
+// models for suggestions (/suggest), checks the fields, and saves the chosen values (/meetings) as
+// delayed labels; the side panel draws /stats. No framework, no CDN.
 "use strict";
 
-const COLORS = { duration: "#2f6fdb", day_of_week: "#3aa76d", start_time: "#d9822b", location: "#9b4dca" };
-const state = { config: null, suggestions: null, nSuggest: 0, nSaved: 0, polling: null };
+const COLORS = { duration: "#2f6fdb", day_of_week: "#2d8a57", start_time: "#d9822b", location: "#9b4dca" };
+const DAY_START = 7, DAY_END = 20, SLOT_PX = 18; // the grid shows 07:00-20:00 in half hours
+const state = {
+  config: null, user: null, monday: null, suggestions: null, touched: new Set(),
+  counters: { suggestions: 0, saved: 0, refused: 0, stats: 0, weeks: 0 }, polling: null,
+};
 const $ = (sel) => document.querySelector(sel);
 
+// ----------------------------------------------------------------------------- helpers
 async function api(path, options = {}) {
-  const response = await fetch(path, {
-    headers: { "Content-Type": "application/json" },
-    ...options,
-  });
+  const response = await fetch(path, { headers: { "Content-Type": "application/json" }, ...options });
   const body = await response.json().catch(() => ({}));
   if (!response.ok) {
-    const detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
-    throw new Error((detail || `HTTP ${response.status}`).slice(0, 300));
+    const err = new Error((typeof body.detail === "string" ? body.detail : `HTTP ${response.status}`).slice(0, 300));
+    err.errors = body.errors || [];
+    throw err;
   }
   return body;
 }
@@ -29,74 +33,317 @@ function el(tag, attrs = {}, children = []) {
   return node;
 }
 
-function buildForm(config) {
-  const form = $("#meeting-form");
-  for (const field of config.form) {
-    const id = `f-${field.name}`;
-    form.appendChild(el("label", { for: id, text: field.label }));
-    let input;
-    if (field.kind === "select") {
-      input = el("select", { id, name: field.name });
-      for (const choice of field.choices) input.appendChild(el("option", { value: choice, text: choice }));
-    } else if (field.kind === "checkbox") {
-      input = el("input", { id, name: field.name, type: "checkbox" });
-    } else {
-      input = el("input", { id, name: field.name, type: "text", placeholder: field.placeholder || "" });
+function bump(name) {
+  document.body.dataset[name] = String(++state.counters[name]);
+}
+
+// Dates are handled as ISO strings "YYYY-MM-DD" and UTC Date objects (no time-zone surprises).
+const iso = (d) => d.toISOString().slice(0, 10);
+const parseIso = (s) => new Date(`${s}T00:00:00Z`);
+const addDays = (d, n) => new Date(d.getTime() + n * 86400000);
+function mondayOf(d) {
+  return addDays(d, -((d.getUTCDay() + 6) % 7));
+}
+function today() {
+  const now = new Date();
+  return new Date(Date.UTC(now.getFullYear(), now.getMonth(), now.getDate()));
+}
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+const DAY_NAMES = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+const dayLabel = (d) => `${DAY_NAMES[(d.getUTCDay() + 6) % 7]} ${d.getUTCDate()} ${MONTHS[d.getUTCMonth()]}`;
+const minutes = (hhmm) => { const [h, m] = hhmm.split(":").map(Number); return 60 * h + m; };
+const pct = (x) => (x === null || x === undefined ? "–" : `${Math.round(100 * x)}%`);
+
+// ----------------------------------------------------------------------------- profiles
+async function loadUsers(select) {
+  const answer = await api("/api/users");
+  const box = $("#user");
+  box.innerHTML = "";
+  for (const u of answer.users) {
+    box.appendChild(el("option", { value: u.id, text: u.demo ? `${u.id} (simulated)` : u.id }));
+  }
+  const ids = answer.users.map((u) => u.id);
+  const first = ids.find((id) => id !== answer.demo) || ids[0];
+  await switchUser(ids.includes(select) ? select : (ids.includes(state.user) ? state.user : first));
+}
+
+async function switchUser(user) {
+  state.user = user;
+  $("#user").value = user;
+  document.body.dataset.user = user;
+  $("#who").textContent = user;
+  $("#model-pattern").textContent = state.config.model_pattern.replace("<user>", user).replace("<target>", "*");
+  const demo = user === state.config.demo;
+  $("#sim-controls").hidden = !demo;
+  $("#sim-hint").textContent = demo
+    ? "Meetings from the synthetic calendar generator, saved into this demo profile only. Tick drift to see the user change habits half-way."
+    : `The simulated user writes only to the "${state.config.demo}" profile, never to yours: switch to it to try.`;
+  $("#flow").textContent = "";
+  await Promise.all([renderWeek(), refreshStats()]);
+}
+
+async function addUser() {
+  const id = $("#new-user").value.trim().toLowerCase();
+  try {
+    await api("/api/users", { method: "POST", body: JSON.stringify({ id }) });
+    $("#new-user").value = "";
+    $("#profile-status").textContent = "";
+    await loadUsers(id);
+  } catch (err) {
+    $("#profile-status").textContent = err.message;
+  }
+}
+
+async function resetUser() {
+  if (!window.confirm(`Forget everything profile "${state.user}" taught its models?`)) return;
+  try {
+    await api(`/api/users/${state.user}/reset`, { method: "POST" });
+    await switchUser(state.user);
+  } catch (err) {
+    $("#profile-status").textContent = err.message;
+  }
+}
+
+// ----------------------------------------------------------------------------- week view
+function buildWeekGrid() {
+  const week = $("#week");
+  week.innerHTML = "";
+  week.appendChild(el("div", { class: "corner" }));
+  for (let d = 0; d < 7; d++) week.appendChild(el("div", { class: "dayhead", id: `dayhead-${d}` }));
+  const times = el("div", { class: "times" });
+  for (let h = DAY_START; h < DAY_END; h++) times.appendChild(el("div", { class: "time", text: `${String(h).padStart(2, "0")}:00` }));
+  week.appendChild(times);
+  for (let d = 0; d < 7; d++) {
+    const col = el("div", { class: "day", id: `day-${d}` });
+    for (let s = 0; s < 2 * (DAY_END - DAY_START); s++) {
+      const hh = DAY_START + Math.floor(s / 2), mm = s % 2 ? "30" : "00";
+      const slot = el("div", { class: "slot", "data-day": String(d), "data-time": `${String(hh).padStart(2, "0")}:${mm}` });
+      slot.addEventListener("click", () => openDialog({ day: d, time: slot.dataset.time }));
+      col.appendChild(slot);
     }
-    form.appendChild(input);
-    input.addEventListener("change", () => setSuggestions(null));
+    week.appendChild(col);
   }
 }
 
-function buildSuggestionRows(config) {
-  const body = $("#suggestions tbody");
-  for (const target of config.targets) {
+async function renderWeek() {
+  const monday = state.monday;
+  document.body.dataset.week = iso(monday);
+  const sunday = addDays(monday, 6);
+  $("#week-label").textContent = `${monday.getUTCDate()} ${MONTHS[monday.getUTCMonth()]} – ${sunday.getUTCDate()} ${MONTHS[sunday.getUTCMonth()]} ${sunday.getUTCFullYear()}`;
+  const now = iso(today());
+  for (let d = 0; d < 7; d++) {
+    const date = addDays(monday, d);
+    const head = $(`#dayhead-${d}`);
+    head.textContent = dayLabel(date);
+    head.classList.toggle("today", iso(date) === now);
+  }
+  const answer = await api(`/api/users/${state.user}/meetings?start=${iso(monday)}&days=7`);
+  if (answer.user !== state.user || monday !== state.monday) return; // a newer view was asked for
+  for (const old of document.querySelectorAll("#week .event")) old.remove();
+  const byDay = Array.from({ length: 7 }, () => []);
+  for (const m of answer.meetings) byDay[(parseIso(m.date).getUTCDay() + 6) % 7].push(m);
+  for (let d = 0; d < 7; d++) placeDay($(`#day-${d}`), byDay[d]);
+  bump("weeks");
+}
+
+function placeDay(column, meetings) {
+  // Overlapping meetings share the column's width: greedy lanes within each cluster of overlaps.
+  const items = meetings.map((m) => {
+    const start = minutes(m.final.start_time);
+    return { m, start, end: start + Math.max(15, Number(m.final.duration) || 30) };
+  }).sort((a, b) => a.start - b.start || a.end - b.end);
+  let cluster = [], clusterEnd = -1;
+  const flush = () => {
+    const lanes = [];
+    for (const it of cluster) {
+      let lane = lanes.findIndex((end) => end <= it.start);
+      if (lane < 0) { lane = lanes.length; lanes.push(0); }
+      lanes[lane] = it.end;
+      it.lane = lane;
+    }
+    for (const it of cluster) draw(column, it, lanes.length);
+    cluster = [];
+  };
+  for (const it of items) {
+    if (it.start >= clusterEnd && cluster.length) flush();
+    cluster.push(it);
+    clusterEnd = Math.max(clusterEnd, it.end);
+  }
+  if (cluster.length) flush();
+}
+
+function draw(column, it, nLanes) {
+  const top = Math.max(0, (it.start - DAY_START * 60) / 30 * SLOT_PX);
+  const bottom = Math.min(2 * (DAY_END - DAY_START) * SLOT_PX, (it.end - DAY_START * 60) / 30 * SLOT_PX);
+  const m = it.m;
+  const kept = Object.values(m.correct).filter(Boolean).length;
+  const block = el("div", {
+    class: `event ${m.source}`,
+    title: `${m.title}\n${m.final.start_time}, ${m.final.duration} min, ${m.final.location}\n${kept}/4 suggestions kept`,
+    style: `top:${top}px;height:${Math.max(SLOT_PX - 2, bottom - top - 2)}px;` +
+      `left:${(100 * it.lane) / nLanes}%;width:calc(${100 / nLanes}% - 3px)`,
+  }, [
+    el("b", { text: m.title }),
+    el("span", { text: ` ${m.final.start_time} · ${m.final.duration}′ · ${m.final.location}` }),
+  ]);
+  block.addEventListener("click", (e) => e.stopPropagation());
+  column.appendChild(block);
+}
+
+// ----------------------------------------------------------------------------- the dialog
+function fillSelect(select, values, blank) {
+  select.innerHTML = "";
+  if (blank !== undefined) select.appendChild(el("option", { value: "", text: blank }));
+  for (const v of values) select.appendChild(el("option", { value: v, text: v }));
+}
+
+function buildDialog(config) {
+  fillSelect($("#m-event_type"), config.kinds);
+  fillSelect($("#m-position"), config.positions, "role…");
+  fillSelect($("#m-department"), config.departments, "department…");
+  fillSelect($("#m-topic"), config.topics, "topic…");
+  const L = config.limits;
+  $("#m-title").maxLength = L.title_chars;
+  $("#m-group").maxLength = L.name_chars;
+  $("#v-location").maxLength = L.location_chars;
+  Object.assign($("#v-duration"), { min: L.duration_min, max: L.duration_max });
+  for (const [target, values] of Object.entries(config.suggested_values)) {
     const list = el("datalist", { id: `dl-${target}` });
-    for (const choice of config.choices[target]) list.appendChild(el("option", { value: choice }));
-    const input = el("input", { id: `s-${target}`, list: `dl-${target}`, type: "text" });
-    input.addEventListener("input", () => markChanged(target));
-    const conf = el("div", { class: "conf" }, [
-      el("div", { class: "bar" }, [el("div", { id: `bar-${target}`, style: "width:0%" })]),
-      el("span", { id: `c-${target}`, text: "–" }),
-    ]);
-    body.appendChild(el("tr", {}, [
-      el("td", { class: "name", text: config.labels[target] }),
-      el("td", { class: "value" }, [input, list]),
-      el("td", { class: "confidence" }, [conf]),
-      el("td", { class: "alts", id: `top-${target}` }),
-    ]));
+    for (const v of values) list.appendChild(el("option", { value: v }));
+    document.body.appendChild(list);
+  }
+  for (const name of ["title", "event_type", "attendees", "group", "position", "department", "topic", "lunchtime", "requested_by_user", "recurring"]) {
+    $(`#m-${name}`).addEventListener("change", descriptionChanged);
+  }
+  for (const target of config.targets) {
+    const input = $(`#v-${target}`);
+    const onEdit = () => {
+      state.touched.add(target);
+      markChanged(target);
+      clearError(target);
+      if (![...document.querySelectorAll(".err")].some((n) => n.textContent)) setStatus("");
+    };
+    input.addEventListener("input", onEdit);
+    input.addEventListener("change", onEdit);
   }
 }
 
-function markChanged(target) {
-  const input = $(`#s-${target}`);
-  const suggested = state.suggestions && state.suggestions[target] ? state.suggestions[target].value : null;
-  input.classList.toggle("changed", suggested !== null && input.value.trim() !== String(suggested));
+function openDialog(slot = null) {
+  $("#meeting-form").reset();
+  const daySelect = $("#v-day_of_week");
+  daySelect.innerHTML = "";
+  daySelect.appendChild(el("option", { value: "", text: "day…" }));
+  for (let d = 0; d < 7; d++) {
+    const date = addDays(state.monday, d);
+    daySelect.appendChild(el("option", { value: iso(date), "data-day": state.config.days[d], text: dayLabel(date) }));
+  }
+  state.touched = new Set();
+  state.meetingId = newMeetingId(); // a retried save of this meeting is not learned twice
+  setSuggestions(null);
+  for (const node of document.querySelectorAll(".err")) node.textContent = "";
+  for (const node of document.querySelectorAll(".invalid")) node.classList.remove("invalid");
+  if (slot) { // the clicked slot is the user's own choice of day and start
+    daySelect.value = iso(addDays(state.monday, slot.day));
+    $("#v-start_time").value = slot.time;
+    state.touched.add("day_of_week").add("start_time");
+  }
+  setStatus("");
+  $("#dialog").hidden = false;
+  document.body.dataset.dialog = "open";
+  $("#m-title").focus();
 }
 
-function readForm() {
-  const form = {};
-  for (const field of state.config.form) {
-    const input = $(`#f-${field.name}`);
-    form[field.name] = field.kind === "checkbox" ? input.checked : input.value;
-  }
-  return form;
+function newMeetingId() {
+  if (window.crypto && crypto.randomUUID) return crypto.randomUUID().replaceAll("-", "");
+  return Array.from({ length: 4 }, () => Math.random().toString(36).slice(2, 10)).join("");
 }
+
+function closeDialog() {
+  $("#dialog").hidden = true;
+  document.body.dataset.dialog = "closed";
+}
+
+function readDetails() {
+  const details = {};
+  for (const name of ["title", "event_type", "attendees", "group", "position", "department", "topic"]) details[name] = $(`#m-${name}`).value.trim();
+  for (const name of ["lunchtime", "requested_by_user", "recurring"]) details[name] = $(`#m-${name}`).checked;
+  return details;
+}
+
+function currentValue(target) {
+  if (target === "day_of_week") {
+    const option = $("#v-day_of_week").selectedOptions[0];
+    return option && option.value ? option.dataset.day : "";
+  }
+  return $(`#v-${target}`).value.trim();
+}
+
+function setValue(target, value) {
+  if (target === "day_of_week") {
+    const option = [...$("#v-day_of_week").options].find((o) => o.dataset.day === value);
+    $("#v-day_of_week").value = option ? option.value : "";
+  } else {
+    $(`#v-${target}`).value = value;
+  }
+}
+
+function shown(target, value) {
+  if (target === "duration") return `${value} min`;
+  if (target === "day_of_week") return DAY_NAMES[state.config.days.indexOf(value)] || value;
+  return value;
+}
+const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
 function setSuggestions(suggestions) {
   state.suggestions = suggestions;
   for (const target of state.config.targets) {
     const s = suggestions ? suggestions[target] : null;
-    const input = $(`#s-${target}`);
-    input.value = s && s.value !== null ? String(s.value) : "";
-    input.classList.remove("changed");
-    const pct = s ? Math.round(100 * s.confidence) : 0;
-    $(`#bar-${target}`).style.width = `${pct}%`;
-    $(`#c-${target}`).textContent = s ? (s.value === null ? "no data yet" : `${pct}%`) : "–";
-    const others = s ? s.top.slice(1).filter(([, p]) => p >= 0.01) : [];
-    $(`#top-${target}`).textContent = others.length
-      ? "or " + others.map(([label, p]) => `${label} ${Math.round(100 * p)}%`).join(", ")
-      : "";
+    const hint = $(`#h-${target}`);
+    hint.innerHTML = "";
+    hint.dataset.value = s && s.value !== null ? String(s.value) : "";
+    if (!s) continue;
+    if (s.value === null) {
+      hint.appendChild(el("span", { text: "Chorus: no suggestion yet — it learns from your first meeting" }));
+      continue;
+    }
+    const meetings = plural(s.learned_from, "meeting");
+    hint.append(
+      "Chorus: ", el("b", { text: shown(target, s.value) }), " · ",
+      el("span", { id: `c-${target}`, class: "confidence", text: pct(s.confidence) }),
+      el("span", { id: `n-${target}`, text: ` · from ${meetings}, ${s.with_value} of them with this value` }),
+    );
+    const others = s.top.slice(1).filter(([, p]) => p >= 0.05);
+    if (others.length) {
+      hint.append(" · or ");
+      others.forEach(([label, p], i) => {
+        const pick = el("button", { type: "button", class: "chip", text: `${shown(target, label)} ${pct(p)}` });
+        pick.addEventListener("click", () => { setValue(target, label); state.touched.add(target); markChanged(target); clearError(target); });
+        if (i) hint.append(", ");
+        hint.append(pick);
+      });
+    }
+    if (state.touched.has(target)) {
+      const use = el("button", { type: "button", class: "link", text: "use" });
+      use.addEventListener("click", () => { setValue(target, String(s.value)); state.touched.delete(target); markChanged(target); });
+      hint.append(" ", use);
+    } else {
+      setValue(target, String(s.value));
+    }
+  }
+  for (const target of state.config.targets) markChanged(target);
+}
+
+function markChanged(target) {
+  const s = state.suggestions ? state.suggestions[target] : null;
+  const changed = Boolean(s && s.value !== null && currentValue(target) !== String(s.value));
+  $(`#v-${target}`).classList.toggle("changed", changed);
+}
+
+function descriptionChanged(event) {
+  clearError(event.target.id.slice(2));
+  if (state.suggestions) {
+    setSuggestions(null);
+    setStatus("The description changed: ask for suggestions again (or save as is).");
   }
 }
 
@@ -106,148 +353,212 @@ function setStatus(text, isError = false) {
   status.classList.toggle("error", isError);
 }
 
-async function suggest() {
-  $("#suggest").disabled = true;
-  try {
-    const answer = await api("/api/suggest", { method: "POST", body: JSON.stringify({ form: readForm() }) });
-    setSuggestions(answer.suggestions);
-    setStatus("Suggested — accept or change, then save.");
-  } catch (err) {
-    setStatus(`Suggest failed: ${err.message}`, true);
-  } finally {
-    $("#suggest").disabled = false;
-    document.body.dataset.suggestions = String(++state.nSuggest);
+function inputOf(field) {
+  return $(`#v-${field}`) || $(`#m-${field}`);
+}
+
+function clearError(field) {
+  const node = $(`#e-${field}`);
+  if (node) node.textContent = "";
+  const input = inputOf(field);
+  if (input) input.classList.remove("invalid");
+}
+
+function showErrors(errors) {
+  for (const node of document.querySelectorAll(".err")) node.textContent = "";
+  for (const node of document.querySelectorAll(".invalid")) node.classList.remove("invalid");
+  for (const { field, message } of errors) {
+    const name = field.split(".").pop() === "date" ? "day_of_week" : field.split(".").pop();
+    const node = $(`#e-${name}`) || $("#status");
+    node.textContent = message;
+    const input = inputOf(name);
+    if (input) input.classList.add("invalid");
   }
 }
 
+async function suggest() {
+  $("#suggest").disabled = true;
+  try {
+    const answer = await api(`/api/users/${state.user}/suggest`, { method: "POST", body: JSON.stringify({ details: readDetails() }) });
+    setSuggestions(answer.suggestions);
+    const ids = Object.values(answer.suggestions).filter((s) => s.prediction_id).length;
+    $("#flow").textContent = `1 · Predict: your 4 models answered (${ids} prediction ids kept for the labels).`;
+    setStatus("Accept or edit, then save.");
+  } catch (err) {
+    if (err.errors && err.errors.length) showErrors(err.errors);
+    setStatus(`Suggest failed: ${err.message}`, true);
+  } finally {
+    $("#suggest").disabled = false;
+    bump("suggestions");
+  }
+}
+
+// The same bounds as the server's (served in /api/config): refuse before sending.
+function validate(details) {
+  const L = state.config.limits, errors = [];
+  const duration = $("#v-duration").value.trim();
+  if (!/^\d+$/.test(duration) || +duration < L.duration_min || +duration > L.duration_max) {
+    errors.push({ field: "duration", message: `a whole number of minutes, ${L.duration_min}-${L.duration_max}` });
+  }
+  if (!$("#v-day_of_week").value) errors.push({ field: "day_of_week", message: "pick a day" });
+  const start = $("#v-start_time").value.trim();
+  const match = /^([01]?\d|2[0-3]):([0-5]\d)$/.exec(start);
+  if (!match) errors.push({ field: "start_time", message: "a time HH:MM, 00:00-23:59" });
+  else if (/^\d+$/.test(duration) && minutes(start) + +duration > 24 * 60) {
+    errors.push({ field: "duration", message: "the meeting would end after midnight" });
+  }
+  const location = $("#v-location").value.trim();
+  if (!location || location.length > L.location_chars) errors.push({ field: "location", message: `1-${L.location_chars} characters` });
+  if (details.title.length > L.title_chars) errors.push({ field: "title", message: `at most ${L.title_chars} characters` });
+  const people = details.attendees.split(",").map((p) => p.trim()).filter(Boolean);
+  if (people.length > L.attendees) errors.push({ field: "attendees", message: `at most ${L.attendees} attendees` });
+  if (people.some((p) => p.length > L.name_chars)) errors.push({ field: "attendees", message: `a name is at most ${L.name_chars} characters` });
+  return errors;
+}
+
 async function save() {
-  const values = {};
+  const details = readDetails();
+  const errors = validate(details);
+  if (errors.length) {
+    showErrors(errors);
+    setStatus("Not saved: fix the fields marked in red.", true);
+    bump("refused");
+    return;
+  }
+  const choice = {
+    date: $("#v-day_of_week").value,
+    start_time: $("#v-start_time").value.trim(),
+    duration: Number($("#v-duration").value),
+    location: $("#v-location").value.trim(),
+  };
   const suggestions = {};
   for (const target of state.config.targets) {
-    values[target] = $(`#s-${target}`).value;
     const s = state.suggestions ? state.suggestions[target] : null;
     if (s) suggestions[target] = { value: s.value, prediction_id: s.prediction_id };
   }
   $("#save").disabled = true;
   try {
-    const answer = await api("/api/save", {
-      method: "POST",
-      body: JSON.stringify({ form: readForm(), values, suggestions }),
+    const answer = await api(`/api/users/${state.user}/meetings`, {
+      method: "POST", body: JSON.stringify({ details, choice, suggestions, meeting_id: state.meetingId }),
     });
-    const right = Object.values(answer.correct).filter(Boolean).length;
-    setStatus(`Saved meeting #${answer.meeting} (${right}/4 suggestions kept).`);
-    setSuggestions(null);
-    document.body.dataset.saved = String(++state.nSaved);
-    await refreshStats();
+    const kept = Object.values(answer.correct).filter(Boolean).length;
+    const delayed = Object.values(answer.sent).filter((how) => how === "delayed label").length;
+    $("#flow").textContent = `2 · Save: meeting #${answer.meeting} sent 4 labels (${delayed} for earlier predictions); ${kept} of 4 suggestions kept. 3 · Learn: done — the next suggestion uses it.`;
+    closeDialog();
+    await Promise.all([renderWeek(), refreshStats()]).catch(() => {}); // shown in the panels
+    bump("saved"); // after the week and the panels show the new meeting
   } catch (err) {
-    setStatus(`Save failed: ${err.message}`, true);
+    if (err.errors && err.errors.length) showErrors(err.errors);
+    setStatus(`Not saved: ${err.message}`, true);
+    bump("refused");
   } finally {
     $("#save").disabled = false;
   }
 }
 
-const fmt = (x) => (x === null || x === undefined ? "–" : `${Math.round(100 * x)}%`);
-
-function drawCurve(curve, n) {
-  const svg = $("#curve");
-  const W = 340, H = 170, L = 38, R = 8, T = 8, B = 22;
+// ----------------------------------------------------------------------------- stats and curves
+function drawCurve(target, points, n) {
+  const W = 300, H = 54, L = 30, R = 6, T = 4, B = 4;
   const x = (i) => L + (n <= 1 ? 0 : ((i - 1) / (n - 1)) * (W - L - R));
   const y = (a) => T + (1 - a) * (H - T - B);
-  let out = "";
+  let out = `<rect x="${L}" y="${T}" width="${W - L - R}" height="${H - T - B}" fill="#f7f8fb"/>`;
   for (const a of [0, 0.5, 1]) {
     out += `<line x1="${L}" x2="${W - R}" y1="${y(a)}" y2="${y(a)}" stroke="#e3e7ee"/>`;
-    out += `<text x="${L - 4}" y="${y(a) + 4}" font-size="10" text-anchor="end" fill="#6b7380">${a * 100}%</text>`;
+    out += `<text x="${L - 3}" y="${y(a) + 3}" font-size="9" text-anchor="end" fill="#6b7380">${a * 100}%</text>`;
   }
-  out += `<text x="${L}" y="${H - 6}" font-size="10" fill="#6b7380">1</text>`;
-  out += `<text x="${W - R}" y="${H - 6}" font-size="10" text-anchor="end" fill="#6b7380">${n} meetings</text>`;
-  for (const [target, points] of Object.entries(curve)) {
-    if (!points.length) continue;
+  if (points.length) {
     const d = points.map(([i, a]) => `${x(i).toFixed(1)},${y(a).toFixed(1)}`).join(" ");
-    out += `<polyline class="curve-${target}" fill="none" stroke="${COLORS[target]}" stroke-width="1.8" points="${d}"/>`;
+    out += `<polyline class="curve-${target}" fill="none" stroke="${COLORS[target]}" stroke-width="2" points="${d}"/>`;
   }
-  svg.innerHTML = out;
+  return out;
 }
 
 async function refreshStats() {
   let stats;
   try {
-    stats = await api("/api/stats");
+    stats = await api(`/api/users/${state.user}/stats`);
   } catch (err) {
-    setStatus(`Chorus unreachable: ${err.message}`, true);
+    $("#meeting-count").textContent = `Chorus unreachable: ${err.message}`;
     return;
   }
-  $("#meeting-count").textContent = `${stats.meetings} meetings`;
+  if (stats.user !== state.user) return;
+  $("#meeting-count").textContent = plural(stats.meetings, "meeting");
+  $("#last-head").textContent = `last ${stats.window}`;
+  $("#curve-window").textContent = `Share of suggestions kept, moving average over the last ${stats.window} meetings (x: meetings 1-${Math.max(1, stats.meetings)})`;
   const body = $("#models tbody");
   body.innerHTML = "";
+  const curves = $("#curves");
+  curves.innerHTML = "";
   for (const target of state.config.targets) {
     const m = stats.models[target];
     body.appendChild(el("tr", { id: `m-${target}` }, [
-      el("td", { text: state.config.labels[target] }),
-      el("td", { id: `n-${target}`, text: String(m.n_seen ?? 0) }),
-      el("td", { id: `acc-${target}`, text: fmt(m.accuracy) }),
-      el("td", { id: `last-${target}`, text: fmt(m.last10) }),
+      el("td", {}, [el("span", { class: "swatch", style: `background:${COLORS[target]}` }), document.createTextNode(state.config.labels[target])]),
+      el("td", { id: `seen-${target}`, text: String(m.n_seen ?? 0) }),
+      el("td", { id: `acc-${target}`, text: pct(m.accuracy) }),
+      el("td", { id: `last-${target}`, text: pct(m.last) }),
     ]));
-  }
-  drawCurve(stats.curve, stats.meetings);
-  $("#curve-window").textContent = `suggestions kept, last ${stats.curve_window} meetings`;
-  const recent = $("#recent tbody");
-  recent.innerHTML = "";
-  for (const r of stats.recent) {
-    const cells = [el("td", { text: `#${r.i}` }), el("td", { text: r.source })];
-    for (const target of state.config.targets) {
-      cells.push(el("td", { class: r.correct[target] ? "ok" : "bad", text: r.final[target] }));
-    }
-    recent.appendChild(el("tr", {}, cells));
+    const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    svg.setAttribute("viewBox", "0 0 300 54");
+    svg.setAttribute("width", "300");
+    svg.setAttribute("height", "54");
+    svg.setAttribute("id", `curve-${target}`);
+    svg.innerHTML = drawCurve(target, stats.curve[target], stats.meetings);
+    curves.appendChild(el("div", { class: "curve" }, [
+      el("div", { class: "curve-label", text: `${state.config.labels[target]} ${pct(m.last)}` }), svg,
+    ]));
   }
   const sim = stats.simulation;
   const simStatus = $("#sim-status");
   simStatus.classList.toggle("error", Boolean(sim.error));
   if (sim.error) simStatus.textContent = `Simulation failed: ${sim.error}`;
   else if (sim.total) {
-    simStatus.textContent = `${sim.running ? "Simulating" : "Simulated"} ${sim.done}/${sim.total} meetings` +
+    simStatus.textContent = `${sim.running ? "Simulating" : "Simulated"} ${sim.done}/${sim.total} meetings into "${sim.user}"` +
       (sim.drift_at ? ` (habits change after ${sim.drift_at})` : "");
   }
+  document.body.dataset.simRunning = sim.running ? "1" : "0";
   $("#simulate").disabled = sim.running;
   if (!sim.running && state.polling) {
     clearInterval(state.polling);
     state.polling = null;
+    renderWeek();
   }
+  bump("stats");
 }
 
 async function simulate() {
-  const body = {
-    n: Number($("#sim-n").value),
-    seed: Number($("#sim-seed").value),
-    drift: $("#sim-drift").checked,
-  };
+  const body = { n: Number($("#sim-n").value), seed: Number($("#sim-seed").value), drift: $("#sim-drift").checked };
   try {
     await api("/api/simulate", { method: "POST", body: JSON.stringify(body) });
     $("#simulate").disabled = true;
-    if (!state.polling) state.polling = setInterval(refreshStats, 700);
+    document.body.dataset.simRunning = "1";
+    if (!state.polling) state.polling = setInterval(refreshStats, 500);
   } catch (err) {
-    const simStatus = $("#sim-status");
-    simStatus.textContent = `Simulation failed: ${err.message}`;
-    simStatus.classList.add("error");
+    $("#sim-status").textContent = `Simulation failed: ${err.message}`;
+    $("#sim-status").classList.add("error");
   }
 }
 
 async function main() {
   state.config = await api("/api/config");
-  buildForm(state.config);
-  buildSuggestionRows(state.config);
-  const head = $("#recent thead");
-  head.appendChild(el("tr", {}, [el("th", { text: "#" }), el("th", { text: "by" }),
-    ...state.config.targets.map((t) => el("th", { text: state.config.labels[t] }))]));
-  const legend = $("#legend");
-  for (const target of state.config.targets) {
-    legend.appendChild(el("span", { style: `--c:${COLORS[target]}`, text: state.config.labels[target] }));
-  }
+  $("#prior").textContent = String(state.config.prior_meetings);
+  state.monday = mondayOf(today());
+  buildWeekGrid();
+  buildDialog(state.config);
+  $("#user").addEventListener("change", () => switchUser($("#user").value));
+  $("#add-user").addEventListener("click", addUser);
+  $("#reset-user").addEventListener("click", resetUser);
+  $("#prev-week").addEventListener("click", () => { state.monday = addDays(state.monday, -7); renderWeek(); });
+  $("#next-week").addEventListener("click", () => { state.monday = addDays(state.monday, 7); renderWeek(); });
+  $("#this-week").addEventListener("click", () => { state.monday = mondayOf(today()); renderWeek(); });
+  $("#new-meeting").addEventListener("click", () => openDialog());
   $("#suggest").addEventListener("click", suggest);
   $("#save").addEventListener("click", save);
+  $("#cancel").addEventListener("click", closeDialog);
+  $("#dialog").addEventListener("click", (e) => { if (e.target === $("#dialog")) closeDialog(); });
+  document.addEventListener("keydown", (e) => { if (e.key === "Escape" && !$("#dialog").hidden) closeDialog(); });
   $("#simulate").addEventListener("click", simulate);
-  setSuggestions(null);
-  await refreshStats();
+  await loadUsers(null);
   document.body.dataset.ready = "1";
 }
 
-main().catch((err) => setStatus(`Could not start: ${err.message}`, true));
+main().catch((err) => { document.body.dataset.error = err.message; $("#week-label").textContent = `Could not start: ${err.message}`; });

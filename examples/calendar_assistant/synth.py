@@ -33,7 +33,7 @@ learner, turning ``"?"`` into a missing value.
 
 Examples
 --------
->>> from app.synth import DURATIONS, FEATURES, example, generate
+>>> from examples.calendar_assistant.synth import DURATIONS, FEATURES, example, generate
 >>> rows = generate(n=5, seed=1)
 >>> len(rows), len(FEATURES)
 (5, 32)
