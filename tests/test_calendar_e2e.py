@@ -376,8 +376,9 @@ class Page:
     def correct_and_save(self, suggested: dict, wanted: dict[str, str]) -> None:
         """Keep what is right; take a suggestion shown beside a field the person set ("use");
         type or pick the rest."""
-        for target, value in wanted.items():
-            if self.current(target) == value:
+        now = self.d.execute_script("return arguments[0].map(currentValue);", list(wanted))
+        for (target, value), current in zip(wanted.items(), now, strict=True):
+            if current == value:
                 continue
             if suggested[target][0] == value:
                 self.d.find_element(self.By.CSS_SELECTOR, f"#h-{target} button.link").click()
@@ -514,6 +515,9 @@ def test_a_person_schedules_a_week_of_meetings_and_the_assistant_learns_their_ha
     assert n_seen(chorus, "ann") == {t: N_MEETINGS for t in TARGETS}
     page.correct_and_save(after_restart, preferences(FIXED_MEETING))  # and it goes on learning
     assert n_seen(chorus, "ann") == {t: N_MEETINGS + 1 for t in TARGETS}
+
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors  # no script error, no failed request, all along
 
     if artifacts:
         (Path(artifacts) / "report.json").write_text(

@@ -37,9 +37,29 @@ WINDOW = 10
 
 
 class Calendar:
-    """One profile's saved meetings, in the order they were saved (append-only JSON lines)."""
+    """One profile's saved meetings, in the order they were saved (append-only JSON lines).
 
-    def __init__(self, user: str, path: Path) -> None:
+    Parameters
+    ----------
+    user
+        The profile's id.
+    path
+        Its ``meetings.jsonl``; read back when it exists (the calendar survives restarts).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "meetings.jsonl"
+    >>> cal = Calendar("ann", path=path)
+    >>> final = {"duration": "30", "day_of_week": "mon", "start_time": "10:00", "location": "x"}
+    >>> correct = {"duration": True, "day_of_week": False, "start_time": True, "location": True}
+    >>> cal.add({"date": "2026-11-23", "final": final, "correct": correct})["i"]
+    1
+    >>> cal.accuracy("day_of_week"), len(Calendar("ann", path=path).records)
+    (0.0, 1)
+    """
+
+    def __init__(self, user: str, *, path: Path) -> None:
         self.user = user
         self.path = path
         self.records: list[dict[str, Any]] = []
@@ -141,7 +161,7 @@ class Profiles:
     def calendar(self, user: str) -> Calendar:
         with self._lock:
             if user not in self._calendars:
-                self._calendars[user] = Calendar(user, self.root / user / "meetings.jsonl")
+                self._calendars[user] = Calendar(user, path=self.root / user / "meetings.jsonl")
             return self._calendars[user]
 
     def remove(self, user: str) -> None:

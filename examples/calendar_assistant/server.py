@@ -65,7 +65,7 @@ def honest_confidence(probability: float, n_meetings: int) -> float:
     return round(probability * n_meetings / (n_meetings + PRIOR_MEETINGS), 4)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class AssistantSettings:
     """How the assistant is configured (environment variables ``CALENDAR_*``).
 
