@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from app.testing import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -88,12 +89,6 @@ def engine(cache: str) -> dict:
     res = json.loads(out.stdout.strip().splitlines()[-1])
     res["total"] = time.perf_counter() - t0
     return res
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _call(url: str, body: dict | None = None, timeout: float = 120.0) -> tuple[int, dict]:

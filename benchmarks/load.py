@@ -154,7 +154,7 @@ def run_config(n: int, cluster: RedisCluster, args, workdir: Path) -> dict:
         capacity = sum(probe.status.values()) / args.probe
         rate = args.fraction * capacity
         emit(f"N={n}: capacity {capacity:.0f} req/s (closed loop), load at {rate:.0f} req/s")
-        pids = [p.p.pid for p in procs]
+        pids = [p.proc.pid for p in procs]
         redis_pids = [node.proc.pid for node in cluster.nodes if node.proc]
         watched = pids + redis_pids + [os.getpid()]
         cpu0 = {p: cpu_seconds(p) for p in watched}
