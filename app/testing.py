@@ -28,6 +28,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def stop_process(proc: subprocess.Popen | None, timeout: float = 15.0) -> None:
+    """SIGTERM, then SIGKILL if ``proc`` has not exited after ``timeout`` seconds."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def wait_ready(url: str, timeout: float = 60.0, proc: subprocess.Popen | None = None, *,
                accept: Container[int] = (200,)) -> None:  # fmt: skip
     """Wait until ``url`` answers with a status in ``accept``; ``RuntimeError`` after ``timeout``
@@ -115,12 +127,7 @@ class RedisServer:
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 10 s."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_process(self.proc, 10)
         self.proc = None
 
     def flushall(self) -> None:
@@ -145,12 +152,15 @@ class ChorusServer:
         File the server's stderr is appended to (default: kept in memory, shown on failure).
     access_log
         Whether uvicorn logs each request.
+    inherit_env
+        Whether ``env`` is added to this process's environment (else it is the whole of it).
     """
 
     def __init__(self, env: dict[str, str], *, port: int | None = None, workers: int = 1,
-                 log: Path | None = None, access_log: bool = True) -> None:  # fmt: skip
+                 log: Path | None = None, access_log: bool = True,
+                 inherit_env: bool = True) -> None:  # fmt: skip
         self.port = port or free_port()
-        self.env = {**os.environ, **env}
+        self.env = {**os.environ, **env} if inherit_env else dict(env)
         self.workers = workers
         self.log = log
         self.access_log = access_log

@@ -29,7 +29,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -39,7 +38,7 @@ from pathlib import Path
 
 import httpx
 
-from app.testing import ChorusServer, RedisServer, free_port, wait_ready
+from app.testing import ChorusServer, RedisServer, free_port, stop_process, wait_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 WRK_THREADS = 1  # one wrk thread is plenty for one uvicorn worker and leaves it a core
@@ -72,13 +71,7 @@ class Proc:
         )
 
     def stop(self) -> None:
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-            try:
-                self.p.wait(30)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
+        stop_process(self.p, 30)
 
 
 def start_chorus(port: int, env: dict) -> ChorusServer:

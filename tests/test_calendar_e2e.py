@@ -22,7 +22,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -32,7 +31,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.testing import free_port
+from app.testing import ChorusServer, free_port, stop_process
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TARGETS = ("duration", "day_of_week", "start_time", "location")
@@ -146,53 +145,16 @@ def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 120.
     pytest.fail(f"{url} not ready after {timeout:.0f} s:\n{tail(log)}")
 
 
-class Chorus:
+class Chorus(ChorusServer):
     """The Chorus server as a child process that can be killed and started again on its data."""
 
     def __init__(self, data_dir: Path, logs: Path) -> None:
+        env = child_env(CHORUS_DATA_DIR=str(data_dir))
+        super().__init__(env, log=logs / "chorus.log", inherit_env=False)
         self.data_dir = data_dir
-        self.logs = logs
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
-        self.starts = 0
-
-    def start(self) -> None:
-        self.starts += 1
-        self.log = self.logs / f"chorus-{self.starts}.log"
-        cmd = [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "--factory",
-            "app.main:app_factory",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-        ]
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                cmd,
-                cwd=REPO_ROOT,
-                env=child_env(CHORUS_DATA_DIR=str(self.data_dir)),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        wait_http(f"{self.url}/readyz", self.proc, self.log)
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        self.kill9()
 
 
 @pytest.fixture
@@ -229,12 +191,7 @@ def assistant(chorus: Chorus, tmp_path: Path) -> Iterator[str]:
         wait_http(f"{url}/api/config", proc, log)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def headless_chromium(profile: Path, *extra_args: str) -> Iterator[object]:

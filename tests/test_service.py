@@ -584,6 +584,43 @@ def test_group_commit_isolates_a_bad_request(make_client, tmp_path, request):
     assert [r["probabilities"] for r in ok[:10]] == [dict(w) for w in want]
 
 
+def test_unload_snapshots_an_idle_model_and_the_next_request_loads_it(tmp_path):
+    """``LoadedModels.unload`` (where a memory budget evicts): the dropped model's snapshot holds
+    every acknowledged example, and the next request loads it back exactly."""
+    import asyncio
+
+    from app.registry import Example, Registry
+    from app.stores import make_store
+
+    settings = Settings(data_dir=tmp_path / "unload", snapshot_every=10**6)
+    spec = {k: SPEC[k] for k in ("ensemble", "learner", "n_models", "seed")}
+
+    async def main():
+        store = make_store(settings)
+        await store.open(5)
+        try:
+            reg = Registry(store, settings)
+            await reg.recover()
+            await reg.create("m", {**spec, "features": {"x": "numeric"}})
+            for i in range(40):
+                await reg.learn("m", [Example(_ex(i), _label(i))])
+            probes = [_ex(i) for i in range(40, 50)]
+            before = await reg.predict("m", probes)
+            assert await store.get_snapshots("m") == []  # nothing snapshotted yet
+            assert await reg.models.unload("m") is True
+            assert reg.models.peek("m") is None
+            (gen_seq, _), *_ = await store.get_snapshots("m")
+            after = await reg.predict("m", probes)  # loaded on demand
+            again = await reg.learn("m", [Example(_ex(40), _label(40))])
+            return gen_seq, before, after, again[0]["seq"]
+        finally:
+            await store.close()
+
+    gen_seq, before, after, seq = asyncio.run(main())
+    assert gen_seq == 40 and seq == 41
+    assert [r["probabilities"] for r in after] == [r["probabilities"] for r in before]
+
+
 def test_tampered_snapshot_is_refused(make_client, tmp_path, request):
     """A latest snapshot that fails its checksum is never loaded: the model falls back to the
     previous generation + the log behind it, with every acknowledged example (test_hardening
