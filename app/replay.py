@@ -126,15 +126,6 @@ def default_model_name(path: str | Path) -> str:
     return name_from(name)
 
 
-def argmax(proba: dict[Any, float]) -> Any:
-    """The most probable label; ties go to the label listed first; ``None`` when empty."""
-    best, best_p = None, -1.0
-    for label, p in proba.items():
-        if p > best_p:
-            best, best_p = label, p
-    return best
-
-
 # ------------------------------------------------------------------------------- scoring
 
 
@@ -236,8 +227,11 @@ class LocalTarget:
             probas = [self.model.predict_learn_one(ex.x, ex.y)]
         else:
             probas = self.model.predict_learn_many([e.x for e in batch], [e.y for e in batch])
+        from learners import argmax_label  # loaded with the engine (local replays only)
+
         return [
-            RowOutcome(e.row, e.y, argmax(p), dict(p)) for e, p in zip(batch, probas, strict=True)
+            RowOutcome(e.row, e.y, argmax_label(p), dict(p))
+            for e, p in zip(batch, probas, strict=True)
         ]
 
     def n_seen(self) -> int:

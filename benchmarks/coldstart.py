@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from app.testing import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -88,12 +89,6 @@ def engine(cache: str) -> dict:
     res = json.loads(out.stdout.strip().splitlines()[-1])
     res["total"] = time.perf_counter() - t0
     return res
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _call(url: str, body: dict | None = None, timeout: float = 120.0) -> tuple[int, dict]:
@@ -168,6 +163,13 @@ def cold_then_warm(measure: Callable[[str], Any]) -> tuple[Any, Any]:
         shutil.rmtree(cache, ignore_errors=True)
 
 
+def table(title: str, *columns: str) -> None:
+    """Print a markdown section title and the head of its table."""
+    print(f"{title}\n")
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", choices=["engine", "serve"], default=None)
@@ -179,9 +181,7 @@ def main() -> None:
         print(f"NUMBA_OPT={args.numba_opt}\n")
     if args.only in (None, "engine"):
         cold, warm = cold_then_warm(engine)
-        print("## Engine, one process per column (seconds)\n")
-        print("| step | cold cache | warm cache |")
-        print("|---|---|---|")
+        table("## Engine, one process per column (seconds)", "step", "cold cache", "warm cache")
         print(f"| import ensembles | {cold['rows']['import']:.2f} | {warm['rows']['import']:.2f} |")
         for e, learner in KINDS:
             k = f"{e}:{learner}"
@@ -189,18 +189,16 @@ def main() -> None:
             print(f"| first learn, then predict: {k} | {c[0]:.2f} + {c[1]:.2f} "
                   f"| {w[0]:.2f} + {w[1]:.2f} |")  # fmt: skip
         print(f"| whole process | {cold['total']:.2f} | {warm['total']:.2f} |")
-        print("\n## numba compile time per kernel, cold cache (seconds, >= 0.05 s)\n")
-        print("| kernel | compile s |")
-        print("|---|---|")
+        table("\n## numba compile time per kernel, cold cache (seconds, >= 0.05 s)", "kernel",
+              "compile s")  # fmt: skip
         for name, s in sorted(cold["compiles"].items(), key=lambda kv: -kv[1]):
             if s >= 0.05:
                 print(f"| {name} | {s:.2f} |")
         print(f"| total (inclusive of nested) | {sum(cold['compiles'].values()):.2f} |")
     if args.only in (None, "serve"):
         cold, warm = cold_then_warm(serve)
-        print("\n## `chorus serve` on an empty store, seconds after launch\n")
-        print("| event | cold numba cache | warm numba cache |")
-        print("|---|---|---|")
+        table("\n## `chorus serve` on an empty store, seconds after launch", "event",
+              "cold numba cache", "warm numba cache")  # fmt: skip
         for k in ("listening", "ready", "first learn", "first predict", "compiled kernels in use"):
             print(f"| {k} | {cold.get(k, float('nan')):.2f} | {warm.get(k, float('nan')):.2f} |")
 

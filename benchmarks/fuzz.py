@@ -20,7 +20,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+
+from app.testing import free_port
 
 CHECKS = (
     "not_a_server_error,status_code_conformance,content_type_conformance,"
@@ -50,12 +51,6 @@ def counts(stdout: str) -> tuple[int, int]:
     """(cases generated, cases that passed every check) from schemathesis' summary; (0, 0) if none."""
     found = re.search(r"(\d+) generated, (\d+) passed", stdout.split("SUMMARY")[-1])
     return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_http(url: str, timeout: float) -> None:

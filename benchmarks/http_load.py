@@ -29,8 +29,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,6 +38,8 @@ from pathlib import Path
 
 import httpx
 
+from app.testing import ChorusServer, RedisServer, free_port, stop_process, wait_ready
+
 ROOT = Path(__file__).resolve().parents[1]
 WRK_THREADS = 1  # one wrk thread is plenty for one uvicorn worker and leaves it a core
 SPEC = {"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 10, "seed": 1}
@@ -48,12 +48,6 @@ SPEC = {"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 10, "see
 def emit(text: str) -> None:
     """Write a line of the report to stdout."""
     sys.stdout.write(text + "\n")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def agrawal(n: int, offset: int = 0) -> list[tuple[dict, int]]:
@@ -68,102 +62,31 @@ def agrawal(n: int, offset: int = 0) -> list[tuple[dict, int]]:
     return out
 
 
-def wait_ready(url: str, path: str = "/readyz", timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    with httpx.Client(base_url=url, trust_env=False, timeout=2) as c:
-        while time.monotonic() < deadline:
-            try:
-                if c.get(path).status_code < 500:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} did not come up")
-
-
 class Proc:
-    """A child process that is stopped with SIGTERM (then SIGKILL) on exit."""
+    """A child process (chantilly's server) stopped with SIGTERM, then SIGKILL, on exit."""
 
-    def __init__(
-        self, args: list[str], env: dict | None = None, cwd: Path = ROOT, log: Path | None = None
-    ) -> None:
-        self.log = log
+    def __init__(self, args: list[str], cwd: Path = ROOT) -> None:
         self.p = subprocess.Popen(
-            args,
-            cwd=cwd,
-            env={**os.environ, **(env or {})},
-            stdout=subprocess.DEVNULL,
-            stderr=open(log, "ab") if log else subprocess.DEVNULL,  # noqa: SIM115
+            args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
 
-    def tail(self, n: int = 30) -> str:
-        if not self.log or not self.log.exists():
-            return ""
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
-
     def stop(self) -> None:
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-            try:
-                self.p.wait(30)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
+        stop_process(self.p, 30)
 
 
-def start_chorus(port: int, env: dict) -> Proc:
-    proc = Proc(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "app.main:app_factory",
-            "--factory",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-            "--no-access-log",
-        ],
-        env,
-        log=Path(env["CHORUS_DATA_DIR"]).parent / "server.log",
-    )
-    wait_ready(f"http://127.0.0.1:{port}")
-    return proc
+def start_chorus(port: int, env: dict) -> ChorusServer:
+    """A Chorus server (one uvicorn worker) on ``port``, ready; its log next to its data dir."""
+    log = Path(env["CHORUS_DATA_DIR"]).parent / "server.log"
+    server = ChorusServer(env, port=port, log=log, access_log=False)
+    server.start(timeout=120)
+    return server
 
 
-def start_redis(directory: Path) -> tuple[Proc, str]:
-    directory.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    proc = Proc(
-        [
-            "redis-server",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "everysec",
-            "--dir",
-            str(directory),
-        ]
-    )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-                s.sendall(b"PING\r\n")
-                if s.recv(16).startswith(b"+PONG"):
-                    return proc, f"redis://127.0.0.1:{port}/0"
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("redis-server did not start")
+def start_redis(directory: Path) -> tuple[RedisServer, str]:
+    """A redis-server with production's ``appendfsync everysec``; the server and its URL."""
+    server = RedisServer(directory, fsync="everysec")
+    server.start()
+    return server, server.url
 
 
 # ---------------------------------------------------------------------------- load generation
@@ -344,7 +267,7 @@ def chantilly_rate(n_warm: int, n_measure: int, workdir: Path) -> dict | None:
     proc = Proc([sys.executable, "-c", launcher], cwd=workdir)
     try:
         url = f"http://127.0.0.1:{port}"
-        wait_ready(url, "/api/init")
+        wait_ready(f"{url}/api/init", 120, proc.p, accept=range(200, 500))
         import dill
 
         stream = agrawal(n_warm + n_measure)

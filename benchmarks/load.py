@@ -149,7 +149,7 @@ def run_config(n: int, cluster: RedisCluster, args, workdir: Path) -> dict:
         urls.append(f"http://127.0.0.1:{port}")
     try:
         setup_models(urls[0], args)
-        pids = [p.p.pid for p in procs]
+        pids = [p.proc.pid for p in procs]
         redis_pids = [node.proc.pid for node in cluster.nodes if node.proc]
         watched = pids + redis_pids + [os.getpid()]
         probe = Stats()

@@ -174,6 +174,17 @@ def run(
     return min(runs, key=lambda r: r.seconds)
 
 
+def run_library(tag: str, factories: dict[str, Callable[[], Any]], loop: Callable[[Any, Any], Result],
+                data: Any, models: Sequence[str], args: argparse.Namespace) -> dict[str, Result]:  # fmt: skip
+    """:func:`run` for each of ``models`` (warm-up on the first ``args.warmup`` rows), logged."""
+    warm = data[: args.warmup]
+    out = {}
+    for key in models:
+        out[key] = run(factories[key], loop, data, warm, args.loop_repeat)
+        log(args, f"{tag:<7} {NAMES[key]:<15} {fmt_cell(out[key])}")
+    return out
+
+
 def write_result(path: str, title: str, script: str, argv: Sequence[str], body: str) -> None:
     """Write a benchmark's markdown result: its title, when and by which command, then ``body``."""
     out = Path(path)
@@ -210,12 +221,7 @@ def river_factories(n_models: int, seed: int, delta: float) -> dict[str, Callabl
 
 def run_river(stream: Stream, models: Sequence[str], args: argparse.Namespace) -> dict[str, Result]:
     factories = river_factories(args.n_models, args.seed, args.delta)
-    warm = stream[: args.warmup]
-    out = {}
-    for key in models:
-        out[key] = run(factories[key], loop_one, stream, warm, args.loop_repeat)
-        log(args, f"river   {NAMES[key]:<15} {fmt_cell(out[key])}")
-    return out
+    return run_library("river", factories, loop_one, stream, models, args)
 
 
 # --------------------------------------------------------------------------- MOA
@@ -327,12 +333,7 @@ def run_moa(stream: Stream, models: Sequence[str], args: argparse.Namespace) -> 
 
     schema, rows = moa_instances(stream)
     factories = moa_factories(schema, args.n_models, args.seed, args.delta)
-    warm = rows[: args.warmup]
-    out = {}
-    for key in models:
-        out[key] = run(factories[key], loop_moa, rows, warm, args.loop_repeat)
-        log(args, f"MOA     {NAMES[key]:<15} {fmt_cell(out[key])}")
-    return out
+    return run_library("MOA", factories, loop_moa, rows, models, args)
 
 
 def moa_versions() -> dict[str, str]:
@@ -383,14 +384,8 @@ def run_chorus(
     stream: Stream, models: Sequence[str], args: argparse.Namespace, *, batch: bool
 ) -> dict[str, Result]:
     factories = chorus_factories(args.n_models, args.seed, args.delta)
-    warm = stream[: args.warmup]
     loop = functools.partial(loop_batch, batch=args.batch_size) if batch else loop_one
-    out = {}
-    for key in models:
-        out[key] = run(factories[key], loop, stream, warm, args.loop_repeat)
-        tag = "batch " if batch else "Chorus"
-        log(args, f"{tag}  {NAMES[key]:<15} {fmt_cell(out[key])}")
-    return out
+    return run_library("batch" if batch else "Chorus", factories, loop, stream, models, args)
 
 
 COLD_START = """

@@ -155,8 +155,8 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
     _int_params = np.zeros(1, np.int64)  # what the kernel gets as ``ipar``
     _float_state = np.zeros((1, 1))  # what the kernel gets as ``fstate`` (updated in place)
 
-    def _run(self, X, ys, ws, do_predict: bool, do_learn: bool) -> list[dict]:
-        return self._backend.run(X, ys, ws, predict=do_predict, learn=do_learn)
+    def _run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
+        return self._backend.run(X, ys, ws, predict=predict, learn=learn)
 
     def _py_predict(self, x: Features) -> dict:
         raise NotImplementedError

@@ -66,14 +66,14 @@ def labels_of(y: Any) -> list:
 
 
 class ManyMixin:
-    """The batch forms of the model API over one ``_run(X, ys, ws, do_predict, do_learn)``.
+    """The batch forms of the model API over one ``_run(X, ys, ws, *, predict, learn)``.
 
     ``X`` is a list of dicts or a pandas DataFrame; given a DataFrame, the outputs are pandas too
     (probabilities: a DataFrame with a column per class; labels: a Series), indexed like ``X``,
     as river's mini-batch classifiers return them.
     """
 
-    def _run(self, X: list, ys: list | None, ws: Any, do_predict: bool, do_learn: bool) -> list:
+    def _run(self, X: list, ys: list | None, ws: Any, *, predict: bool, learn: bool) -> list:
         raise NotImplementedError
 
     @staticmethod
@@ -87,17 +87,17 @@ class ManyMixin:
     def learn_many(self, X: Any, y: Any, w: Any = None) -> None:
         """Learn rows in order (row i with weight ``w[i]``, default 1)."""
         rows, _ = rows_of(X)
-        self._run(rows, labels_of(y), w, False, True)
+        self._run(rows, labels_of(y), w, predict=False, learn=True)
 
     def predict_proba_many(self, X: Any) -> Any:
         """Class probabilities per row (``{}`` / zeros before any training)."""
         rows, index = rows_of(X)
-        return self._probas_out(self._run(rows, None, None, True, False), index)
+        return self._probas_out(self._run(rows, None, None, predict=True, learn=False), index)
 
     def predict_many(self, X: Any) -> Any:
         """The most probable label per row (``None`` before any training)."""
         rows, index = rows_of(X)
-        labels = [argmax_label(p) for p in self._run(rows, None, None, True, False)]
+        labels = [argmax_label(p) for p in self._run(rows, None, None, predict=True, learn=False)]
         if index is None:
             return labels
         import pandas as pd
@@ -107,14 +107,15 @@ class ManyMixin:
     def predict_learn_many(self, X: Any, y: Any, w: Any = None) -> Any:
         """Row i is predicted after rows < i were learned, then learned; the probabilities."""
         rows, index = rows_of(X)
-        return self._probas_out(self._run(rows, labels_of(y), w, True, True), index)
+        return self._probas_out(self._run(rows, labels_of(y), w, predict=True, learn=True), index)
 
 
 class BatchMixin(ManyMixin):
     """Batch and prequential forms of the model API, for learners that only implement the
     per-example methods (their natural form). Native learners have compiled versions instead."""
 
-    def _run(self, X: list, ys: list | None, ws: Any, do_predict: bool, do_learn: bool) -> list:
+    def _run(self, X: list, ys: list | None, ws: Any, *, predict: bool, learn: bool) -> list:
+        do_predict, do_learn = predict, learn
         n = len(X)
         weights = [1.0] * n if ws is None else labels_of(ws)
         out = []

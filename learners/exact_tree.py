@@ -25,7 +25,7 @@ import numba as nb
 import numpy as np
 
 from learners.base import BatchMixin, Label, RiverEstimator, State, argmax_label
-from learners.schema import FeatureTypeError, normalize_label
+from learners.schema import FeatureTypeError, category_text, normalize_label
 
 __all__ = ["ExactTree"]
 
@@ -256,8 +256,13 @@ class ExactTree(BatchMixin, RiverEstimator):
         self._last: tuple | None = None  # (x, copy of x, _ver, encoded row): the last row encoded
 
     @property
+    def n_seen(self) -> int:
+        """Examples learned so far with ``w > 0`` (the name every learner uses)."""
+        return self._n
+
+    @property
     def n_examples(self) -> int:
-        """Number of stored examples (learned with ``w > 0``)."""
+        """Number of stored examples (learned with ``w > 0``): ``n_seen``."""
         return self._n
 
     @property
@@ -267,11 +272,15 @@ class ExactTree(BatchMixin, RiverEstimator):
 
     # --------------------------------------------------------------- encoding
     def _add_feature(self, name: str, value: Any) -> int:
+        """A new column, of the kind the shared schema rules give ``value`` (``learners.schema``:
+        text is categorical, numbers and booleans numeric)."""
+        if not isinstance(value, str | bool | int | float):
+            raise FeatureTypeError(name, f"unsupported value type {type(value).__name__}")
         col = len(self._features)
         self._ver += 1
         self._features.append(name)
         self._col[name] = col
-        self._kind.append(_CAT if isinstance(value, str | bool) else _NUM)
+        self._kind.append(_CAT if isinstance(value, str) else _NUM)
         self._vocab.append({})
         if col >= self._X.shape[1]:
             grown = np.full((self._X.shape[0], 2 * self._X.shape[1]), np.nan)
@@ -284,21 +293,26 @@ class ExactTree(BatchMixin, RiverEstimator):
         return value is None or (isinstance(value, float) and math.isnan(value))
 
     def _encode_value(self, col: int, value: Any, grow: bool) -> float:
-        """Code of ``value`` in column ``col`` (NaN: missing or unknown)."""
+        """Code of ``value`` in column ``col`` (NaN: missing or unknown), by the shared schema
+        rules: a numeric feature takes numbers and booleans, a categorical one text, or a number
+        as the text a query string carries (``category_text``)."""
         if self._is_missing(value):
             return math.nan
+        name = self._features[col]
         if self._kind[col] == _NUM:
-            if isinstance(value, bool):
+            if isinstance(value, bool | int | float):
                 return float(value)
-            if isinstance(value, str):
-                try:
-                    return float(value)
-                except ValueError:
-                    raise FeatureTypeError(
-                        self._features[col], f"is numeric, got {value!r}"
-                    ) from None
-            return float(value)
-        key = value if isinstance(value, str) else str(value)
+            raise FeatureTypeError(
+                name, f"is numeric, got {type(value).__name__} {value!r} (declare it categorical?)"
+            )
+        if isinstance(value, str):
+            key = value
+        elif isinstance(value, bool | int | float):
+            kind, key = category_text(name, value)
+            if kind < 0:
+                return math.nan
+        else:
+            raise FeatureTypeError(name, f"unsupported value type {type(value).__name__}")
         vocab = self._vocab[col]
         code = vocab.get(key)
         if code is None:
@@ -324,6 +338,8 @@ class ExactTree(BatchMixin, RiverEstimator):
         # known columns first: a value that cannot be encoded raises before anything is added
         items = sorted(x.items(), key=lambda kv: kv[0] not in self._col)
         for name, value in items:
+            if isinstance(value, np.generic):  # np.float64, np.bool_, np.str_, ...
+                value = value.item()
             col = self._col.get(name)
             if col is None:
                 if not grow or self._is_missing(value):
@@ -340,8 +356,8 @@ class ExactTree(BatchMixin, RiverEstimator):
     # --------------------------------------------------------------- learning
     def learn_one(self, x: dict[str, Any], y: Label, *, w: float = 1.0) -> None:  # type: ignore[override]
         """Store the example ``(x, y)`` with weight ``w``; ``w = 0`` does nothing."""
-        if w < 0 or math.isnan(w):
-            raise ValueError("w must be >= 0")
+        if not (0.0 <= w < math.inf):  # as the native learners (learners._bank)
+            raise ValueError(f"w must be finite and >= 0, got {w!r}")
         if w == 0:
             return
         row = self._row(x, grow=True)

@@ -121,9 +121,9 @@ class NativeLearner(ManyMixin, RiverEstimator):
         return self._bank.run_one(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x, y, w,
                                   learn=True)  # fmt: skip
 
-    def _run(self, X, ys, ws, do_predict: bool, do_learn: bool) -> list[dict]:
+    def _run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
         return self._bank.run(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, X, ys, ws,
-                              predict=do_predict, learn=do_learn)  # fmt: skip
+                              predict=predict, learn=learn)  # fmt: skip
 
     # ---------------------------------------------------------------- pre-encoded rows
     def learn_encoded(self, rows: EncodedRows, w: Any) -> None:

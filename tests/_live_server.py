@@ -6,7 +6,6 @@ Imported by test_cli.py, test_client.py and test_replay.py; not a test module it
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -14,11 +13,7 @@ from pathlib import Path
 
 import uvicorn
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from app.testing import free_port
 
 
 @contextlib.contextmanager

@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import os
 import random
-import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import RedisServer, free_port
+
+from app.testing import ChorusServer as Server
+from app.testing import RedisServer
 
 ensembles = pytest.importorskip("ensembles")
 
@@ -48,69 +47,6 @@ def example(i: int) -> tuple[dict, str]:
 
 
 PROBES = [example(10_000_000 + i)[0] for i in range(50)]
-
-
-class Server:
-    """``python -m uvicorn app.main:app_factory --factory`` on a free port."""
-
-    def __init__(self, env: dict[str, str], workers: int = 1) -> None:
-        self.port = free_port()
-        self.env = {**os.environ, **env}
-        self.workers = workers
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 60) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "app.main:app_factory",
-                "--factory",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--log-level",
-                "warning",
-                "--workers",
-                str(self.workers),
-            ],
-            cwd=ROOT,
-            env=self.env,
-            start_new_session=True,  # its own process group: kill -9 reaches every worker
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        deadline = time.monotonic() + timeout
-        with httpx.Client(base_url=self.url, trust_env=False, timeout=2) as c:
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(self.proc.stderr.read().decode()[-2000:])
-                try:
-                    if c.get("/readyz").status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.05)
-        raise RuntimeError("server did not become ready")
-
-    def kill9(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill9()
 
 
 def stream(url: str, ids: list[int], acked: dict, inflight: set, lock, stop: threading.Event):

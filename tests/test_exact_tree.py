@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 
+from learners import FeatureTypeError, HoeffdingTree
 from learners.exact_tree import ExactTree
 
 
@@ -235,3 +236,19 @@ def test_learns_a_noiseless_concept_exactly():
     for x, y in data:
         tree.learn_one(x, y)
     assert all(tree.predict_one(x) == y for x, y in data)
+
+
+@pytest.mark.parametrize("make", [HoeffdingTree, ExactTree], ids=["native", "exact"])
+def test_the_shared_schema_rules(make):
+    """ExactTree types features, labels and weights as the native learners' schema does: a
+    boolean is a number, a number given for a categorical feature is its text, labels are
+    normalised (numpy scalars, integral floats), an infinite weight is refused."""
+    model = make()
+    model.learn_one({"flag": True, "c": "2"}, np.int64(1))
+    model.learn_one({"flag": False, "c": 2}, 1.0)
+    assert model.classes == [1] and model.n_seen == 2
+    with pytest.raises(FeatureTypeError, match="flag"):
+        model.learn_one({"flag": "yes"}, 1)
+    with pytest.raises(ValueError, match="finite"):
+        model.learn_one({"flag": True}, 1, w=math.inf)
+    assert model.n_seen == 2

@@ -27,7 +27,6 @@ import json
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -35,6 +34,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from app.testing import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -105,12 +106,6 @@ def report_rows(text: str) -> dict[str, str]:
         if m:
             rows[m.group(1)] = word_kind(m.group(2))
     return rows
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

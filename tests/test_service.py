@@ -542,19 +542,15 @@ def test_readyz_503_until_store_answers(tmp_path):
             server.stop()
 
 
-# ------------------------------------------------------------------ group commit
-def test_group_commit_isolates_a_bad_request(make_client, tmp_path, request):
-    """Concurrent requests are applied as one group; a bad one fails alone, order is kept."""
+# ------------------------------------------------------------------ the registry, directly
+def _on_registry(settings: Settings, body):
+    """Run ``await body(registry, store)`` on a recovered registry with a model ``m`` over one
+    numeric feature, on the store ``settings`` select; returns its result."""
     import asyncio
 
-    from app.errors import InvalidInput
-    from app.registry import Example, Registry
+    from app.registry import Registry
     from app.stores import make_store
 
-    extra = {}
-    if make_client.kind == "redis":
-        extra["redis_url"] = request.getfixturevalue("clean_redis_url")
-    settings = Settings(data_dir=tmp_path / "direct", **extra)
     spec = {k: SPEC[k] for k in ("ensemble", "learner", "n_models", "seed")}
 
     async def main():
@@ -564,14 +560,32 @@ def test_group_commit_isolates_a_bad_request(make_client, tmp_path, request):
             reg = Registry(store, settings)
             await reg.recover()
             await reg.create("m", {**spec, "features": {"x": "numeric"}})
-            calls = [reg.learn("m", [Example(_ex(i), _label(i), key=f"k{i}")]) for i in range(10)]
-            calls.insert(5, reg.learn("m", [Example({"x": "oops"}, "lo")]))
-            calls.append(reg.learn("m", [Example(_ex(3), _label(3), key="k3")]))  # a retry
-            return await asyncio.gather(*calls, return_exceptions=True)
+            return await body(reg, store)
         finally:
             await store.close()
 
-    res = asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_group_commit_isolates_a_bad_request(make_client, tmp_path, request):
+    """Concurrent requests are applied as one group; a bad one fails alone, order is kept."""
+    import asyncio
+
+    from app.errors import InvalidInput
+    from app.registry import Example
+
+    extra = {}
+    if make_client.kind == "redis":
+        extra["redis_url"] = request.getfixturevalue("clean_redis_url")
+    spec = {k: SPEC[k] for k in ("ensemble", "learner", "n_models", "seed")}
+
+    async def concurrent(reg, store):
+        calls = [reg.learn("m", [Example(_ex(i), _label(i), key=f"k{i}")]) for i in range(10)]
+        calls.insert(5, reg.learn("m", [Example({"x": "oops"}, "lo")]))
+        calls.append(reg.learn("m", [Example(_ex(3), _label(3), key="k3")]))  # a retry
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    res = _on_registry(Settings(data_dir=tmp_path / "direct", **extra), concurrent)
     assert isinstance(res[5], InvalidInput) and "x" in res[5].detail
     ok = [r[0] for i, r in enumerate(res) if i != 5]
     assert [r["seq"] for r in ok[:10]] == list(range(1, 11))
@@ -582,6 +596,30 @@ def test_group_commit_isolates_a_bad_request(make_client, tmp_path, request):
     model.declare(features={"x": "numeric"})
     want = [model.predict_learn_one(_ex(i), _label(i)) for i in range(10)]
     assert [r["probabilities"] for r in ok[:10]] == [dict(w) for w in want]
+
+
+def test_unload_snapshots_an_idle_model_and_the_next_request_loads_it(tmp_path):
+    """``LoadedModels.unload`` (where a memory budget evicts): the dropped model's snapshot holds
+    every acknowledged example, and the next request loads it back exactly."""
+    from app.registry import Example
+
+    async def unload(reg, store):
+        for i in range(40):
+            await reg.learn("m", [Example(_ex(i), _label(i))])
+        probes = [_ex(i) for i in range(40, 50)]
+        before = await reg.predict("m", probes)
+        assert await store.get_snapshots("m") == []  # nothing snapshotted yet
+        assert await reg.models.unload("m") is True
+        assert reg.models.peek("m") is None
+        (gen_seq, _), *_ = await store.get_snapshots("m")
+        after = await reg.predict("m", probes)  # loaded on demand
+        again = await reg.learn("m", [Example(_ex(40), _label(40))])
+        return gen_seq, before, after, again[0]["seq"]
+
+    settings = Settings(data_dir=tmp_path / "unload", snapshot_every=10**6)
+    gen_seq, before, after, seq = _on_registry(settings, unload)
+    assert gen_seq == 40 and seq == 41
+    assert [r["probabilities"] for r in after] == [r["probabilities"] for r in before]
 
 
 def test_tampered_snapshot_is_refused(make_client, tmp_path, request):

@@ -1,4 +1,4 @@
-"""Shared route dependencies: settings, registry, bearer-token check, JSON responses."""
+"""Shared route dependencies: registry, bearer-token check, JSON responses."""
 
 from __future__ import annotations
 
@@ -11,12 +11,6 @@ from starlette.responses import Response
 from app.errors import PayloadTooLarge, Unauthorized
 from app.registry import Registry, dumps
 from app.routes.schemas import Error
-from app.settings import Settings
-
-
-async def get_settings(request: Request) -> Settings:
-    """The settings the app was built with."""
-    return request.app.state.settings
 
 
 async def get_registry(request: Request) -> Registry:
@@ -45,7 +39,7 @@ def check_key(request: Request) -> None:
 
 def check_batch(request: Request, examples: list) -> None:
     """413 when a batch has more examples than ``CHORUS_MAX_BATCH``."""
-    limit = request.app.state.registry.settings.max_batch
+    limit = request.app.state.settings.max_batch
     if len(examples) > limit:
         raise PayloadTooLarge(f"examples: {len(examples)} over the limit of {limit}")
 

@@ -1,0 +1,216 @@
+"""Real processes for tests and benchmarks: a free port, a ``redis-server``, a Chorus server.
+
+The one place tests (``tests/conftest.py``, the crash tests) and benchmarks (``http_load``,
+``fuzz``, ``coldstart``) get these from: no mocks, real servers on free ports, stopped on exit.
+Not imported by the service itself.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Container
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def stop_process(proc: subprocess.Popen | None, timeout: float = 15.0) -> None:
+    """SIGTERM, then SIGKILL if ``proc`` has not exited after ``timeout`` seconds."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def wait_ready(url: str, timeout: float = 60.0, proc: subprocess.Popen | None = None, *,
+               accept: Container[int] = (200,)) -> None:  # fmt: skip
+    """Wait until ``url`` answers with a status in ``accept``; ``RuntimeError`` after ``timeout``
+    seconds or as soon as ``proc`` (the server's process, if given) exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{url}: the server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:  # noqa: S310 - our own local server
+                status = r.status
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+        except OSError:
+            status = None
+        if status in accept:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{url} did not answer within {timeout:g} s")
+
+
+class RedisServer:
+    """A real redis-server child process with the AOF on.
+
+    Parameters
+    ----------
+    directory
+        Working directory (the AOF lives there and survives restarts).
+    port
+        Port to listen on (a free one by default).
+    fsync
+        ``appendfsync``: ``"always"`` (exact fault tests, the default) or ``"everysec"``
+        (production's setting, for load benchmarks).
+    extra
+        More redis-server options (cluster mode).
+    """
+
+    def __init__(self, directory: Path, port: int | None = None, *, fsync: str = "always",
+                 extra: tuple[str, ...] = ()) -> None:  # fmt: skip
+        if fsync not in ("always", "everysec", "no"):
+            raise ValueError(f"fsync must be one of ['always', 'everysec', 'no'], got {fsync!r}")
+        self.dir = Path(directory)
+        self.port = port or free_port()
+        self.fsync = fsync
+        self.extra = extra
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10.0) -> None:
+        """Start it and wait for ``PING``."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "yes", "--appendfsync", self.fsync, "--dir", str(self.dir),
+             "--protected-mode", "no", *self.extra],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.ping():
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited with {self.proc.returncode}")
+            time.sleep(0.02)
+        raise RuntimeError("redis-server did not answer PING")
+
+    def ping(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(64).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL (no shutdown save; the AOF is what survives)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+        self.proc = None
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 10 s."""
+        stop_process(self.proc, 10)
+        self.proc = None
+
+    def flushall(self) -> None:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+            s.sendall(b"FLUSHALL\r\n")
+            s.recv(64)
+
+
+class ChorusServer:
+    """``python -m uvicorn app.main:app_factory --factory`` on a free port, in its own process
+    group (so ``kill9`` reaches every worker).
+
+    Parameters
+    ----------
+    env
+        Environment on top of this process's (``CHORUS_*`` settings).
+    port
+        Port to listen on (a free one by default; give the same one to restart "the same" server).
+    workers
+        uvicorn worker processes.
+    log
+        File the server's stderr is appended to (default: kept in memory, shown on failure).
+    access_log
+        Whether uvicorn logs each request.
+    inherit_env
+        Whether ``env`` is added to this process's environment (else it is the whole of it).
+    """
+
+    def __init__(self, env: dict[str, str], *, port: int | None = None, workers: int = 1,
+                 log: Path | None = None, access_log: bool = True,
+                 inherit_env: bool = True) -> None:  # fmt: skip
+        self.port = port or free_port()
+        self.env = {**os.environ, **env} if inherit_env else dict(env)
+        self.workers = workers
+        self.log = log
+        self.access_log = access_log
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start it and wait until ``/readyz`` answers 200."""
+        args = [sys.executable, "-m", "uvicorn", "app.main:app_factory", "--factory", "--host",
+                "127.0.0.1", "--port", str(self.port), "--log-level", "warning", "--workers",
+                str(self.workers)]  # fmt: skip
+        if not self.access_log:
+            args.append("--no-access-log")
+        self.proc = subprocess.Popen(
+            args,
+            cwd=ROOT,
+            env=self.env,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=self.log.open("ab") if self.log else subprocess.PIPE,
+        )
+        try:
+            wait_ready(f"{self.url}/readyz", timeout, self.proc)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}\n{self.tail()}") from None
+
+    def tail(self, n: int = 30) -> str:
+        """The last lines the server wrote to stderr (after it exited, or from ``log``)."""
+        if self.log is not None:
+            text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        elif self.proc is not None and self.proc.stderr and self.proc.poll() is not None:
+            text = self.proc.stderr.read().decode(errors="replace")
+        else:
+            text = ""
+        return "\n".join(text.splitlines()[-n:])
+
+    def kill9(self) -> None:
+        """SIGKILL to the whole process group."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        """SIGTERM to the process group (a clean shutdown: snapshots), SIGKILL after 30 s."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill9()
