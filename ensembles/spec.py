@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from learners import DecisionStump, HoeffdingTree, NaiveBayes, NativeLearner, RiverLearner
+from learners import MLP, DecisionStump, HoeffdingTree, NaiveBayes, NativeLearner, RiverLearner
 from learners.jit import is_cached
 from learners.river_adapter import resolve_river_class
 
@@ -18,6 +18,7 @@ LEARNERS: dict[str, type] = {
     "hoeffding_tree": HoeffdingTree,
     "naive_bayes": NaiveBayes,
     "stump": DecisionStump,
+    "mlp": MLP,
 }
 ENSEMBLES: dict[str, type[OnlineEnsemble]] = {
     "bagging": OnlineBagging,
