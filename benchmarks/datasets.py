@@ -223,7 +223,10 @@ def load_synthetic(name: str, *, n: int = SYNTHETIC_N, seed: int = 0) -> Dataset
     kinds = dict.fromkeys(X[0] if X else (), "categorical")
     ds = Dataset(name, X, y, kinds)
     if n != SYNTHETIC_N:
-        ds.notes.append(f"generated with {n:,} examples (the thesis: {SYNTHETIC_N:,})")
+        ds.notes.append(
+            f"generated with {n:,} examples where a run says --synthetic-n {n} "
+            f"(the thesis: {SYNTHETIC_N:,})"
+        )
     return ds
 
 
