@@ -208,11 +208,16 @@ class EpochMLP(MLP):
         self.epochs = epochs
 
     def learn_many(self, X: Any, y: Any, w: Any = None) -> None:
+        """Integer weights (the batch ensembles' bootstrap counts) are copies of the row, as in
+        a bootstrap sample; other weights scale the step."""
         X, y = list(X), list(y)
-        w = [1.0] * len(X) if w is None else list(w)
+        w = np.ones(len(X)) if w is None else np.asarray(w, dtype=np.float64)
+        if np.all(w == np.round(w)):
+            rows = np.repeat(np.arange(len(X)), w.astype(np.int64))
+            X, y, w = [X[i] for i in rows], [y[i] for i in rows], np.ones(len(rows))
         for e in range(self.epochs):
             perm = np.random.default_rng([self.init_seed, e, len(X)]).permutation(len(X))
-            super().learn_many([X[i] for i in perm], [y[i] for i in perm], [w[i] for i in perm])
+            super().learn_many([X[i] for i in perm], [y[i] for i in perm], w[perm])
 
     def fit(self, X: Any, y: Any) -> EpochMLP:
         self.learn_many(X, y)
@@ -1247,7 +1252,10 @@ NOTES = [
     "categories one-hot. The thesis gives none of these (nor its stopping rule), so Table 3.6 "
     "compares shapes more than numbers. Batch networks (`EpochMLP` in this file): 10 passes over "
     "the training set, each in a seeded random order (our folds are in file order). Online: one "
-    "step per example, Poisson k scales the step (capped at 10). The members of an ensemble "
+    "step per example, a Poisson k >= 1 one ordinary step (MLP's default cap, max_step_weight "
+    "= 1: a cap of 10 cost online boosting 0.01-0.08, see learners/mlp.py); batch bagging and "
+    "AdaBoost give each network its bootstrap sample with the drawn copies of a row as "
+    "separate examples. The members of an ensemble "
     "share their initial weights (a hash of `init_seed`): their diversity comes from the "
     "resampling / Poisson weights only, whereas the thesis' networks presumably started from "
     "different random weights. Ensembles of networks run on the per-member Python path.",

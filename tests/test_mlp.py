@@ -71,11 +71,9 @@ def test_weight_scales_the_step_and_is_capped():
     data = [({"c": random.Random(i).choice("uvw"), "d": "xy"[i % 2]}, "ab"[i % 3 == 0])
             for i in range(300)]  # fmt: skip
     lr = 0.05
-    weighted, scaled, capped = (
-        MLP(learning_rate=lr),
-        MLP(learning_rate=3 * lr),
-        MLP(learning_rate=lr),
-    )
+    weighted = MLP(learning_rate=lr, max_step_weight=10.0)
+    scaled = MLP(learning_rate=3 * lr)
+    capped = MLP(learning_rate=lr, max_step_weight=10.0)
     for x, y in data:
         weighted.learn_one(x, y, w=3.0)
         scaled.learn_one(x, y)
@@ -87,7 +85,7 @@ def test_weight_scales_the_step_and_is_capped():
     assert _weights(capped) == _weights(w10)
 
     def gap(lr: float) -> float:
-        once, twice = MLP(learning_rate=lr), MLP(learning_rate=lr)
+        once, twice = MLP(learning_rate=lr, max_step_weight=2.0), MLP(learning_rate=lr)
         for x, y in data[:50]:
             once.learn_one(x, y, w=2.0)
             twice.learn_one(x, y)
@@ -97,6 +95,12 @@ def test_weight_scales_the_step_and_is_capped():
     g1, g2 = gap(1e-2), gap(1e-3)
     assert g1 > 0.0  # not the same rule
     assert g2 < g1 / 30  # second order in the step: ~100x smaller for a 10x smaller step
+    default = MLP(learning_rate=lr)  # default cap 1: any w >= 1 is one ordinary step
+    unit = MLP(learning_rate=lr)
+    for x, y in data:
+        default.learn_one(x, y, w=4.0)
+        unit.learn_one(x, y)
+    assert _weights(default) == _weights(unit)
 
 
 def test_initialisation_is_a_pure_function_of_seed_and_position():
