@@ -1090,7 +1090,13 @@ def merge_results(base: dict, new: dict, args: argparse.Namespace, command: str)
         if part in new:
             out[part] = new[part]
     out["notes"] = list(NOTES)
-    out["merged"] = [r for r in base.get("merged", []) if r["command"] != command] + [{
+    replaced = set(cells)  # an earlier merged run whose cells this run all replaces is dropped
+    out["merged"] = [
+        r
+        for r in base.get("merged", [])
+        if r["command"] != command and not set(r["cells"].split(", ")) <= replaced
+    ]
+    out["merged"] += [{
         "command": command, "protocol": protocol_summary(args), "finished": new["finished"],
         "wall_seconds": new["wall_seconds"], "cells": ", ".join(sorted(cells)),
     }]  # fmt: skip
@@ -1266,10 +1272,12 @@ NOTES = [
     "That already overran the ~10 minutes budgeted, so the networks ran smaller: 10,000 "
     "examples per synthetic set (8,000 train / 2,000 test, first 2 folds), one run of 5 folds "
     "on the five smallest UCI sets, 1 ordering, 10 members per ensemble (the thesis: 100): "
-    "1,022 s wall with `--jobs 1`. Networks on Chess, Mushroom, Nursery, Connect-4 and Census "
-    "were not run. Measured per fold at 10,000 examples, the six network algorithms cost ~280 "
-    "CPU-seconds per synthetic set with 10 members; full size is ~10x that per fold, and 100 "
-    "members another ~10x for the ensembles.",
+    "289 s wall with `--jobs 2`. Networks on Chess, Mushroom, Nursery, Connect-4 and Census "
+    "were not run. At 10,000 examples the six network algorithms took ~145 s per synthetic set "
+    "(2 folds, 10 members, task wall times); full size is ~10x that, 100 members another ~10x "
+    "for the ensembles, and 10 runs x 5 orderings ~25x for the online ones. (The networks were run twice: a first run with the "
+    "weight cap at 10 took 1,022 s with `--jobs 1` under that load; after the cap was set to 1, "
+    "the run listed above took 289 s with `--jobs 2` on a quieter machine.)",
     "Synthetic rows, naive Bayes and stumps: within 0.007 of the thesis in every column except "
     "online bagging of stumps on Synthetic1 (+0.017, at chance either way, not significant), "
     "which supports the generator's assumptions; the `!` on "
@@ -1282,20 +1290,21 @@ NOTES = [
     "training examples, a single network reaches 0.706 (10 epochs) and 0.684 (online), and the "
     "Bayes-optimal accuracy is 0.734. Synthetic2/3 are within 0.013 of the thesis.",
     "Networks, small UCI sets: our *online* network is far better than the thesis' (Balance "
-    "0.878 vs 0.621, Breast Cancer 0.966 vs 0.922, Promoters 0.578 vs 0.502), so online bagging "
-    "loses much less to batch bagging than in the thesis. The thesis' online network is near "
+    "0.878 vs 0.621, Breast Cancer 0.966 vs 0.922, Promoters 0.578 vs 0.502), so our online "
+    "columns sit much closer to the batch ones than the thesis' did (its online-bagging column "
+    "is lost in our copy). The thesis' online network is near "
     "chance on Promoters and Balance, which suggests a step too small for one pass; ours "
     "standardises its inputs and uses cross-entropy at learning rate 0.1 (its settings are not "
     "in the thesis, so this is a guess). Batch networks are within 0.04 of the thesis (none "
-    "significant). Batch bagging is significantly better than the batch network only on "
-    "Synthetic1 (and worse on Breast Cancer), the thesis' almost everywhere; likely reasons, untested: 10 members instead of 100, and "
-    "members that share their initial weights. Online boosting of networks is far below "
-    "AdaBoost (-0.10 to -0.24 on five of eight sets) and below the online network itself on "
-    "seven of eight: "
-    "observed, not investigated; the thesis' boosting tables for networks are not in our copy.",
+    "significant). Batch bagging is significantly better than the batch network on Balance and "
+    "German (and worse on Breast Cancer), the thesis' almost everywhere; likely reasons, "
+    "untested: 10 members instead of 100, and members that share their initial weights. "
+    "Online boosting of networks is far below AdaBoost on Promoters, Car, Balance and "
+    "Synthetic1 (-0.28, -0.17, -0.07, -0.07) and within 0.013 elsewhere; the thesis' boosting "
+    "tables for networks are not in our copy.",
     "Network running times: the thesis' ratios are for 100-member ensembles, ours for 10, so "
-    "divide its ensemble ratios by about 10: batch bagging costs ~4-10x the network (thesis "
-    "62-172x for 100), online bagging ~5-51x the online network (thesis 16-324x for 100). Our "
+    "divide its ensemble ratios by about 10: batch bagging costs 6.6-9.7x the network (thesis "
+    "61-172x for 100), online bagging 4.7-42x the online network (thesis 16-324x for 100). Our "
     "ensembles of networks run member by member in Python (every member re-encodes the dict), "
     "so they gain nothing from the compiled kernel beyond the members' own updates.",
     "Census-Income is not comparable: the thesis trained on the 199523-row UCI training file; we "
