@@ -57,7 +57,7 @@ def run(budget_mb: int, args: argparse.Namespace, workdir: Path) -> dict:
     rows = agrawal(args.examples + 1000)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", trust_env=False, timeout=60) as c:
-            rss = [rss_mb(proc.p.pid)]
+            rss = [rss_mb(proc.proc.pid)]
             t0 = time.perf_counter()
             for m in range(args.models):
                 r = c.post("/models", json={"name": f"u{m}", **SPEC})
@@ -67,7 +67,7 @@ def run(budget_mb: int, args: argparse.Namespace, workdir: Path) -> dict:
                 r = c.post("/learn", json={"model": f"u{m}", "examples": batch})
                 assert r.status_code == 200, r.text
                 if (m + 1) % 1000 == 0:
-                    rss.append(rss_mb(proc.p.pid))
+                    rss.append(rss_mb(proc.proc.pid))
                     emit(f"  budget {budget_mb} MB: {m + 1:,} models, RSS {rss[-1]:,.0f} MB")
             setup_s = time.perf_counter() - t0
             x = rows[-1][0]
@@ -81,7 +81,7 @@ def run(budget_mb: int, args: argparse.Namespace, workdir: Path) -> dict:
             time.sleep(2)  # the evictor finishes its pass
             gauges = dict(re.findall(r"^(chorus_models_\w+|chorus_memory_\w+) (\S+)$",
                                      c.get("/metrics").text, re.M))  # fmt: skip
-            end_rss = rss_mb(proc.p.pid)
+            end_rss = rss_mb(proc.proc.pid)
     finally:
         proc.stop()
     return {

@@ -9,13 +9,14 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from learners import DecisionStump, HoeffdingTree, NaiveBayes, RiverLearner
+from learners import MLP, DecisionStump, HoeffdingTree, NaiveBayes, RiverLearner
 from learners.river_adapter import resolve_river_class
 
 LEARNERS: dict[str, type] = {
     "hoeffding_tree": HoeffdingTree,
     "naive_bayes": NaiveBayes,
     "stump": DecisionStump,
+    "mlp": MLP,
 }
 
 

@@ -7,6 +7,7 @@ from .base import Learner, argmax_label
 from .encoded import EncodedRows
 from .exact_tree import ExactTree
 from .limits import LimitError, Limits, ParamError
+from .mlp import MLP
 from .native import DecisionStump, HoeffdingTree, NaiveBayes, NativeLearner
 from .river_adapter import RiverLearner
 from .schema import FeatureTypeError, LabelError, Schema
@@ -21,6 +22,7 @@ __all__ = [
     "LimitError",
     "ParamError",
     "Limits",
+    "MLP",
     "Learner",
     "NaiveBayes",
     "NativeLearner",

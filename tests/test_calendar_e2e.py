@@ -29,7 +29,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -38,6 +37,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from app.testing import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TARGETS = ("duration", "day_of_week", "start_time", "location")
@@ -85,12 +86,6 @@ FIXED_MEETING = {
 
 
 # --------------------------------------------------------------------------- processes
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def tail(path: Path, n: int = 30) -> str:
     if not path.exists():
         return "(no output)"

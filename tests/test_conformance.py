@@ -7,7 +7,7 @@ from river import tree
 from streams import mixed_stream
 
 from ensembles import OnlineBagging, OnlineBoosting, Single
-from learners import DecisionStump, ExactTree, HoeffdingTree, NaiveBayes, RiverLearner
+from learners import MLP, DecisionStump, ExactTree, HoeffdingTree, NaiveBayes, RiverLearner
 from learners.checks import CHECKS, yield_checks
 
 MODELS = {
@@ -26,6 +26,9 @@ MODELS = {
     "ExactTree(binary)": lambda: ExactTree(split="binary"),
     "Bagging(ExactTree)": lambda: OnlineBagging(ExactTree(), n_models=3, seed=3),
     "Boosting(ExactTree)": lambda: OnlineBoosting(ExactTree(), n_models=3, seed=3),
+    "MLP": MLP,
+    "Bagging(MLP)": lambda: OnlineBagging(MLP(n_hidden=4), n_models=3, seed=3),
+    "Boosting(MLP)": lambda: OnlineBoosting(MLP(n_hidden=4), n_models=3, seed=3),
     "Bagging(river)": lambda: OnlineBagging(
         RiverLearner(tree.HoeffdingTreeClassifier(grace_period=20)), n_models=3, seed=3
     ),

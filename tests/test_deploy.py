@@ -334,7 +334,7 @@ def balancer(tmp_path):
 
     import httpx
 
-    from tests.conftest import free_port
+    from app.testing import free_port
 
     nginx = shutil.which("nginx") or (
         "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None

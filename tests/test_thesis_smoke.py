@@ -95,3 +95,22 @@ def test_a_rerun_resumes_from_the_cache(quick_run):
     first, second = (json.loads(p.with_suffix(".json").read_text()) for p in (quick_run, again))
     assert first["accuracy"] == second["accuracy"] and first["calendar"] == second["calendar"]
     assert first["curves"] == second["curves"]
+
+
+def test_networks_on_synthetic_data_merged_into_an_earlier_run(quick_run):
+    """``--learners mlp`` on a small Synthetic1, merged into the quick run: Table 3.6 (batch and
+    online network columns), the network running times, and the earlier cells kept."""
+    merged = quick_run.with_name("merged.md")
+    _run(merged, "--quiet", "--learners", "mlp", "--datasets", "synthetic1", "--synthetic-n",
+         "2000", "--merge", str(quick_run.with_suffix(".json")))  # fmt: skip
+    text = merged.read_text()
+    for heading in ("## Table 3.6", "## Table 3.11", "## Table 3.3", "Merged with (`--merge`)"):
+        assert heading in text, heading
+    res = json.loads(merged.with_suffix(".json").read_text())
+    assert res["command"] == json.loads(quick_run.with_suffix(".json").read_text())["command"]
+    assert set(res["accuracy"]) == {"promoters", "synthetic1"}
+    mlp = res["accuracy"]["synthetic1"]["mlp"]["acc"]
+    assert set(mlp) == {"single", "bagging", "online_bagging", "boosting", "online_boosting",
+                        "online_single"}  # fmt: skip
+    assert sum(mlp["single"]) / 5 > 0.55  # Synthetic1: naive Bayes is at chance, networks not
+    assert "| synthetic1 | 5 |" in text and "0.7217" in text  # the thesis' batch network

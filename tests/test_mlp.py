@@ -1,0 +1,198 @@
+"""learners.MLP: learning, the weight rule, deterministic initialisation, state, ensembles."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from ensembles import AdaBoost, BatchBagging, OnlineBagging, OnlineBoosting, build_model, load_state
+from learners import MLP
+from learners.jit import set_interpreted
+from learners.mlp import init_weights
+
+
+def _stream(n: int, seed: int, label) -> list:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        x = {"x1": rng.uniform(-1, 1), "x2": rng.uniform(-1, 1), "noise": rng.gauss(0, 1)}
+        out.append((x, label(x)))
+    return out
+
+
+def _accuracy(model, data) -> float:
+    return sum(model.predict_one(x) == y for x, y in data) / len(data)
+
+
+def test_learns_a_linearly_separable_stream():
+    label = lambda x: "a" if x["x1"] + 0.5 * x["x2"] > 0.1 else "b"  # noqa: E731
+    model = MLP(init_seed=3)
+    for x, y in _stream(3000, 1, label):
+        model.learn_one(x, y)
+    assert _accuracy(model, _stream(1000, 2, label)) >= 0.95
+
+
+def test_learns_xor_with_its_hidden_layer():
+    """XOR of the signs of two inputs: no linear model gets above ~0.5, one hidden layer can."""
+    label = lambda x: (x["x1"] > 0) != (x["x2"] > 0)  # noqa: E731
+    model = MLP(n_hidden=8, learning_rate=0.5, init_seed=1)
+    for x, y in _stream(20000, 3, label):
+        model.learn_one(x, y)
+    assert _accuracy(model, _stream(1000, 4, label)) >= 0.9
+
+
+def test_categorical_one_hot_and_new_class_mid_stream():
+    rng = random.Random(5)
+    model = MLP(learning_rate=0.3)
+    for i in range(4000):
+        c = rng.choice("pqrs")
+        y = {"p": "one", "q": "two", "r": "one"}.get(c, "three" if i >= 1000 else "one")
+        model.learn_one({"c": c}, y)
+    assert model.classes == ["one", "two", "three"]
+    assert [model.predict_one({"c": c}) for c in "pqrs"] == ["one", "two", "one", "three"]
+
+
+def _pairs_close(a: MLP, b: MLP) -> float:
+    sa, sb = a.to_state()["arrays"], b.to_state()["arrays"]
+    return max(float(np.max(np.abs(sa[k] - sb[k]))) for k in sa if sa[k].size)
+
+
+def _weights(model: MLP) -> list:
+    arrays = model.to_state()["arrays"]
+    return [arrays[k].tolist() for k in ("w_cat", "b_hid", "w_out", "b_out")]
+
+
+def test_weight_scales_the_step_and_is_capped():
+    """What holds for ``w = k``: for categorical inputs (no running statistics), ``w = k`` is
+    exactly one step of ``k * learning_rate``, and weights above ``max_step_weight`` step as
+    ``max_step_weight``. It is not ``k`` repeated steps: those differ by O(learning_rate**2)."""
+    data = [({"c": random.Random(i).choice("uvw"), "d": "xy"[i % 2]}, "ab"[i % 3 == 0])
+            for i in range(300)]  # fmt: skip
+    lr = 0.05
+    weighted = MLP(learning_rate=lr, max_step_weight=10.0)
+    scaled = MLP(learning_rate=3 * lr)
+    capped = MLP(learning_rate=lr, max_step_weight=10.0)
+    for x, y in data:
+        weighted.learn_one(x, y, w=3.0)
+        scaled.learn_one(x, y)
+        capped.learn_one(x, y, w=30.0)
+    assert _weights(weighted) == _weights(scaled)
+    w10 = MLP(learning_rate=lr, max_step_weight=10.0)
+    for x, y in data:
+        w10.learn_one(x, y, w=10.0)
+    assert _weights(capped) == _weights(w10)
+
+    def gap(lr: float) -> float:
+        once, twice = MLP(learning_rate=lr, max_step_weight=2.0), MLP(learning_rate=lr)
+        for x, y in data[:50]:
+            once.learn_one(x, y, w=2.0)
+            twice.learn_one(x, y)
+            twice.learn_one(x, y)
+        return _pairs_close(once, twice)
+
+    g1, g2 = gap(1e-2), gap(1e-3)
+    assert g1 > 0.0  # not the same rule
+    assert g2 < g1 / 30  # second order in the step: ~100x smaller for a 10x smaller step
+    default = MLP(learning_rate=lr)  # default cap 1: any w >= 1 is one ordinary step
+    unit = MLP(learning_rate=lr)
+    for x, y in data:
+        default.learn_one(x, y, w=4.0)
+        unit.learn_one(x, y)
+    assert _weights(default) == _weights(unit)
+
+
+def test_initialisation_is_a_pure_function_of_seed_and_position():
+    whole = init_weights(7, 2, range(0, 8), 5, 0.5)
+    assert np.array_equal(whole[4:], init_weights(7, 2, range(4, 8), 5, 0.5))
+    assert not np.array_equal(whole, init_weights(8, 2, range(0, 8), 5, 0.5))
+    assert np.all(np.abs(whole) <= 0.5) and whole.std() > 0.1
+    data = _stream(300, 9, lambda x: x["x1"] > 0)
+    fresh, roomy = MLP(init_seed=4), MLP(init_seed=4)
+    roomy._grow(50, 50, 20)  # capacity grown early: the same initial values
+    other = MLP(init_seed=5)
+    for x, y in data:
+        fresh.learn_one(x, y)
+        roomy.learn_one(x, y)
+        other.learn_one(x, y)
+    probe = _stream(50, 10, lambda x: x["x1"] > 0)
+    assert [fresh.predict_proba_one(x) for x, _ in probe] == [
+        roomy.predict_proba_one(x) for x, _ in probe
+    ]
+    assert [fresh.predict_proba_one(x) for x, _ in probe] != [
+        other.predict_proba_one(x) for x, _ in probe
+    ]
+
+
+def test_state_round_trip_continues_bit_identically_across_growth():
+    data = _stream(
+        400, 11, lambda x: "lo" if x["x1"] < -0.3 else ("mid" if x["x1"] < 0.3 else "hi")
+    )
+    a = MLP(n_hidden=6)
+    for x, y in data[:100]:
+        if y != "hi":
+            a.learn_one(x, y)
+    b = MLP.from_state(a.to_state())
+    for i, (x, y) in enumerate(data[100:]):
+        x = {**x, "late": float(i)} if i > 50 else x  # a new feature and a new class after load
+        assert a.predict_proba_one(x) == b.predict_proba_one(x)
+        a.learn_one(x, y)
+        b.learn_one(x, y)
+    assert "hi" in a.classes
+    sa, sb = a.to_state(), b.to_state()
+    assert sa["header"] == sb["header"]
+    assert all(np.array_equal(sa["arrays"][k], sb["arrays"][k]) for k in sa["arrays"])
+
+
+def test_interpreted_twin_is_bit_identical():
+    data = _stream(200, 12, lambda x: x["x2"] > 0.2)
+    compiled = MLP()
+    compiled.learn_many([x for x, _ in data], [y for _, y in data])
+    set_interpreted(True)
+    try:
+        twin = MLP()
+        twin.learn_many([x for x, _ in data], [y for _, y in data])
+        p_twin = [twin.predict_proba_one(x) for x, _ in data[:30]]
+    finally:
+        set_interpreted(False)
+    assert p_twin == [compiled.predict_proba_one(x) for x, _ in data[:30]]
+
+
+@pytest.mark.parametrize("ensemble", ["bagging", "boosting"])
+def test_spec_and_state_of_an_ensemble_of_networks(ensemble):
+    model = build_model({"ensemble": ensemble, "learner": "mlp", "n_models": 3, "seed": 2,
+                         "params": {"n_hidden": 5, "init_seed": 7}})  # fmt: skip
+    assert isinstance(model, OnlineBagging if ensemble == "bagging" else OnlineBoosting)
+    data = _stream(300, 13, lambda x: x["x1"] > 0)
+    for x, y in data[:200]:
+        model.learn_one(x, y)
+    copy = load_state(model.to_state())
+    for x, y in data[200:]:
+        assert copy.predict_proba_one(x) == model.predict_proba_one(x)
+        copy.learn_one(x, y)
+        model.learn_one(x, y)
+
+
+def test_ensembles_of_networks_learn():
+    label = lambda x: x["x1"] - x["x2"] > 0  # noqa: E731
+    train, test = _stream(1500, 14, label), _stream(500, 15, label)
+    X, y = [x for x, _ in train], [t for _, t in train]
+    for model in (
+        OnlineBagging(MLP(), n_models=5, seed=1),
+        OnlineBoosting(MLP(), n_models=5, seed=1),
+    ):
+        model.learn_many(X, y)
+        assert _accuracy(model, test) >= 0.9, model
+    for model in (BatchBagging(MLP(), n_models=5, seed=1), AdaBoost(MLP(), n_models=5, seed=1)):
+        model.fit(X, y)
+        assert _accuracy(model, test) >= 0.9, model
+
+
+def test_invalid_parameters_name_the_valid_range():
+    with pytest.raises(ValueError, match="n_hidden"):
+        MLP(n_hidden=0)
+    with pytest.raises(ValueError, match="learning_rate"):
+        MLP(learning_rate=-1.0)
+    with pytest.raises(ValueError, match="init_seed"):
+        MLP(init_seed=-2)
