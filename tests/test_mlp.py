@@ -196,3 +196,32 @@ def test_invalid_parameters_name_the_valid_range():
         MLP(learning_rate=-1.0)
     with pytest.raises(ValueError, match="init_seed"):
         MLP(init_seed=-2)
+
+
+def test_mlp_models_over_http_survive_a_restart(tmp_path):
+    """``"learner": "mlp"`` through the service: created, learned, and recovered exactly (state
+    arrays + log replay, no pickle) by a new server on the same store."""
+    import warnings
+
+    from app.main import create_app
+    from app.settings import Settings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from fastapi.testclient import TestClient
+
+    settings = Settings(data_dir=tmp_path / "data", snapshot_every=25)
+    spec = {"name": "net", "ensemble": "bagging", "learner": "mlp", "n_models": 3, "seed": 2}
+    x = {"a": 0.3, "b": -1.0, "c": "blue"}
+    with TestClient(create_app(settings)) as c:
+        assert c.post("/models", json=spec).status_code == 201
+        for i in range(40):  # one snapshot at 25, the rest from the log
+            row = {"a": (i % 7) / 7, "b": float(i % 3) - 1, "c": ["red", "blue"][i % 2]}
+            r = c.post("/learn", json={"model": "net", "features": row, "label": str(i % 7 > 3)})
+            assert r.status_code == 200, r.text
+        before = c.post("/predict", json={"model": "net", "features": x}).json()
+    assert before["probabilities"]
+    with TestClient(create_app(settings)) as c:
+        after = c.post("/predict", json={"model": "net", "features": x}).json()
+        assert c.get("/models/net").json()["n_seen"] == 40
+    assert after["probabilities"] == before["probabilities"]

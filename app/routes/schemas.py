@@ -88,7 +88,7 @@ class ModelCreate(BaseModel):
     learner: str = Field(
         "hoeffding_tree",
         pattern=r"^([A-Za-z0-9_]{1,64}|river:[A-Za-z0-9_.]{1,200})$",
-        description="hoeffding_tree | naive_bayes | stump | river:<module.Class>",
+        description="hoeffding_tree | naive_bayes | stump | mlp | exact_tree | river:<module.Class>",
     )
     n_models: int | None = Field(
         None, ge=1, le=1000, description="Ensemble size (engine default: 10, 1 for single)"
