@@ -421,6 +421,8 @@ class Registry:
             "state_bytes": int(d.get("state_bytes", 0)),
             "metrics": h.metrics.report(),
             "members": list(d.get("members", [])),
+            "n_drifts": d.get("n_drifts"),  # adaptive bagging only (issue 18)
+            "diversity": d.get("diversity"),
             "status": "ok",
             "reason": None,
         }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from prometheus_client import (
@@ -79,7 +80,15 @@ class ModelCollector:
         lag = GaugeMetricFamily(
             "chorus_model_unsnapshotted", "Log entries not yet in a snapshot", labels=["model"]
         )
+        drifts = CounterMetricFamily(
+            "chorus_model_drifts", "Members reset after a detected drift", labels=["model"]
+        )
+        diversity = GaugeMetricFamily(
+            "chorus_model_diversity", "Members' mean pairwise diversity over the window",
+            labels=["model", "measure"],
+        )  # fmt: skip
         for name, h in list(self.registry.handles.items()):
+            _adaptive_metrics(name, h.model, drifts, diversity)
             learned.add_metric([name], float(h.seq))
             rep = h.metrics.report()
             if rep["accuracy"] is not None:
@@ -87,7 +96,19 @@ class ModelCollector:
             if rep["window_accuracy"] is not None:
                 wacc.add_metric([name], rep["window_accuracy"])
             lag.add_metric([name], float(h.since_snapshot))
-        yield from (learned, acc, wacc, lag)
+        yield from (learned, acc, wacc, lag, drifts, diversity)
+
+
+def _adaptive_metrics(name: str, model: Any, drifts: Any, diversity: Any) -> None:
+    """Drifts and diversity of an adaptive bagging model (issue 18); nothing for others."""
+    if not getattr(model, "adaptive", False):
+        return
+    if model.drift is not None:
+        drifts.add_metric([name], float(model.n_drifts))
+    div = model.diversity()
+    for measure in ("disagreement", "q_statistic", "kappa"):
+        if div is not None and div[measure] is not None:
+            diversity.add_metric([name, measure], div[measure])
 
 
 def make_prometheus(registry: Registry) -> tuple[CollectorRegistry, Counter, Histogram]:
