@@ -50,7 +50,7 @@ class OnlineBagging(VotingEnsemble):
         leveraging bagging (Bifet, Holmes & Pfahringer 2010, without output codes).
     drift
         ``None`` (default: never forget, the thesis' algorithm) or ``"adwin"``: one ADWIN
-        detector per member on its 0/1 error (predicted before it learns); when one detects that
+        detector per member on its 0/1 error (on the example after learning it, as MOA); when one detects that
         its member's error went up, the member with the highest estimated error is reset to a
         fresh learner (ADWIN bagging, Bifet et al. 2009). ``describe()`` counts the resets.
     drift_delta
