@@ -50,30 +50,49 @@ def pair_stats(pred_i: np.ndarray, pred_k: np.ndarray, y: np.ndarray) -> dict[st
     return {"n": n, "disagreement": (n01 + n10) / n, "q": q, "kappa": kappa}
 
 
+MAX_MEMBERS = 100  # diversity is measured over the first 100 members (4,950 pairs)
+
+
 def window_diversity(preds: np.ndarray, y: np.ndarray, valid: np.ndarray) -> dict[str, Any]:
     """Diversity of members over a window: ``preds [N, M]`` their labels, ``y [N]`` the truth,
     ``valid [N, M]`` which entries count (a member reset since does not).
 
     Returns the pairwise means (``disagreement``, ``q_statistic``, ``kappa``; ``None`` when no
-    pair defines one), the number of examples ``n`` and ``accuracy`` per member (``None`` for a
-    member with no counted example)."""
+    pair defines one) over the first ``MAX_MEMBERS`` members, the number of examples ``n`` and
+    ``accuracy`` per member (``None`` for a member with no counted example). Every pair's counts
+    come from matrix products (``pair_stats`` is the same for one pair, written out)."""
     N, M = preds.shape
-    acc: list[float | None] = []
-    for m in range(M):
-        v = valid[:, m]
-        acc.append(float(np.mean(preds[v, m] == y[v])) if v.any() else None)
-    sums: dict[str, list[float]] = {"disagreement": [], "q": [], "kappa": []}
-    for i in range(M):
-        for k in range(i + 1, M):
-            both = valid[:, i] & valid[:, k]
-            st = pair_stats(preds[both, i], preds[both, k], y[both])
-            for key, vals in sums.items():
-                if st[key] is not None:
-                    vals.append(st[key])
+    V = valid.astype(np.float64)
+    C = ((preds == y[:, None]) & valid).astype(np.float64)  # right and counted
+    counted = V.sum(axis=0)
+    acc = [float(C[:, m].sum() / counted[m]) if counted[m] else None for m in range(M)]
+    K = min(M, MAX_MEMBERS)
+    V, C, P = V[:, :K], C[:, :K], preds[:, :K]
+    W = V - C  # wrong and counted
+    n = V.T @ V  # examples both counted
+    n11, n00, n10 = C.T @ C, W.T @ W, C.T @ W
+    n01 = n10.T
+    agree = np.zeros((K, K))
+    chance = np.zeros((K, K))
+    for c in np.unique(P[valid[:, :K]]):
+        L = (P == c) * V  # member predicts c, counted
+        agree += L.T @ L
+        A = L.T @ V  # A[i, k]: examples both counted where i predicts c
+        chance += A * A.T
+    iu = np.triu_indices(K, 1)
+    pair_n = n[iu]
+    has = pair_n > 0
+    dis = ((n01 + n10)[iu] / np.where(has, pair_n, 1.0))[has]
+    den = (n11 * n00 + n01 * n10)[iu]
+    q_ok = has & (den > 0)
+    q = ((n11 * n00 - n01 * n10)[iu] / np.where(q_ok, den, 1.0))[q_ok]
+    theta1 = agree[iu] / np.where(has, pair_n, 1.0)
+    theta2 = chance[iu] / np.where(has, pair_n, 1.0) ** 2
+    k_ok = has & (theta2 < 1.0 - 1e-12)
+    kappa = ((theta1 - theta2) / np.where(k_ok, 1.0 - theta2, 1.0))[k_ok]
 
-    def mean(vals: list[float]) -> float | None:
-        return float(np.mean(vals)) if vals else None
+    def mean(vals: np.ndarray) -> float | None:
+        return float(vals.mean()) if vals.size else None
 
-    return {"n": int(N), "disagreement": mean(sums["disagreement"]),
-            "q_statistic": mean(sums["q"]), "kappa": mean(sums["kappa"]),
-            "member_accuracy": acc}  # fmt: skip
+    return {"n": int(N), "disagreement": mean(dis), "q_statistic": mean(q),
+            "kappa": mean(kappa), "member_accuracy": acc}  # fmt: skip

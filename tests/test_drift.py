@@ -307,3 +307,28 @@ def test_live_diversity_matches_a_recount_of_the_members_predictions():
     for key in ("disagreement", "q_statistic", "kappa"):
         assert d["diversity"][key] == pytest.approx(expect[key])
     assert [m["window_accuracy"] for m in d["members"]] == pytest.approx(expect["member_accuracy"])
+
+
+def test_window_diversity_equals_the_pairwise_definitions_on_random_windows():
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        N, M = int(rng.integers(1, 40)), int(rng.integers(2, 6))
+        y = rng.integers(0, 3, N)
+        preds = np.where(rng.random((N, M)) < 0.7, y[:, None], rng.integers(-1, 3, (N, M)))
+        valid = rng.random((N, M)) < 0.8
+        d = window_diversity(preds, y, valid)
+        sums = {"disagreement": [], "q": [], "kappa": []}
+        for i in range(M):
+            for k in range(i + 1, M):
+                both = valid[:, i] & valid[:, k]
+                st = pair_stats(preds[both, i], preds[both, k], y[both])
+                for key in sums:
+                    if st[key] is not None:
+                        sums[key].append(st[key])
+        for key, name in [
+            ("disagreement", "disagreement"),
+            ("q", "q_statistic"),
+            ("kappa", "kappa"),
+        ]:
+            want = float(np.mean(sums[key])) if sums[key] else None
+            assert d[name] == pytest.approx(want), (key, N, M)
