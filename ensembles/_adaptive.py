@@ -40,8 +40,10 @@ from .adwin import AdwinState, adwin_estimate, adwin_reset, adwin_update
 
 purge_stale_cache(__file__, (_tree, _rng, adwin, _kernels))
 
-# ipar: [seed, vote, drift detector, window length, ADWIN clock, ADWIN min_len]
-SEED, VOTE, DRIFT, WINDOW, CLOCK, MIN_LEN = range(6)
+# ipar: [seed, vote, drift detector, window length, ADWIN clock, ADWIN min_len, reuse]; reuse = 1:
+# ``st.mpred`` already holds the members' predictions of the first row (a predict_one of the
+# same example just before, with no learning in between)
+SEED, VOTE, DRIFT, WINDOW, CLOCK, MIN_LEN, REUSE = range(7)
 NO_DRIFT, DRIFT_ADWIN = 0, 1
 # fpar: [Poisson lambda, ADWIN delta]
 LAMBDA, DELTA = 0, 1
@@ -199,7 +201,7 @@ def adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn,
         if do_predict:
             adaptive_predict(B, ipar, st, xr, cr, n_cls[r], code_attr, p, hint, out[r])
         if do_learn and ws[r] > 0.0:
-            if not do_predict:  # the members' predictions before learning
+            if not do_predict and not (r == start and ipar[REUSE] == 1):  # before learning
                 for m in range(M):
                     if tree_proba(B, B, m, xr, cr, n_cls[r], code_attr, p, hint):
                         st.mpred[m] = argmax(p, n_cls[r])

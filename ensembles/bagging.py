@@ -6,7 +6,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from learners import Limits, NativeLearner
+from learners import Limits, NativeLearner, argmax_label
 from learners.base import Features, Label
 
 from . import _adaptive, _kernels, adaptive
@@ -128,10 +128,37 @@ class OnlineBagging(VotingEnsemble):
                              "learner (hoeffding_tree, naive_bayes, stump)")  # fmt: skip
         self._kernel = cast(Any, _adaptive.adaptive_run)
         self._I = np.array([self.seed, _kernels.VOTES[self.vote], adaptive.DRIFTS[self.drift],
-                            self._window, adaptive.ADWIN_CLOCK, adaptive.ADWIN_MIN_LEN],
+                            self._window, adaptive.ADWIN_CLOCK, adaptive.ADWIN_MIN_LEN, 0],
                            dtype=np.int64)  # fmt: skip
         self._F = adaptive.new_state(self.n_models, self._window, self.poisson_lambda,
                                      self.drift_delta)  # fmt: skip
+
+    # river's loop, predict_one(x) then learn_one(x, y): the kernel keeps the members' predictions
+    # of x, and learning reuses them when x is the same (object and content) and nothing was
+    # learned in between (the encoding cache of TreeBank makes the same check)
+    _predicted: tuple | None = None
+
+    def _one(self, x, y, w, do_predict: bool, do_learn: bool):
+        if not self.adaptive:
+            return super()._one(x, y, w, do_predict, do_learn)
+        last, self._predicted = self._predicted, None
+        reuse = do_learn and not do_predict and last is not None and last[0] is x and last[1] == x
+        self._I[_adaptive.REUSE] = int(reuse)
+        try:
+            out = super()._one(x, y, w, do_predict, do_learn)
+        finally:
+            self._I[_adaptive.REUSE] = 0
+        if do_predict and not do_learn and type(x) is dict:
+            self._predicted = (x, dict(x))
+        return out
+
+    def predict_one(self, x: Features) -> Label | None:  # type: ignore[override]
+        return argmax_label(self._one(x, None, 0.0, True, False)) if self.adaptive else (
+            super().predict_one(x))  # fmt: skip
+
+    def _run(self, X, ys, ws, do_predict: bool, do_learn: bool) -> list[dict]:
+        self._predicted = None
+        return super()._run(X, ys, ws, do_predict, do_learn)
 
     def _extra_params(self) -> dict:
         out = super()._extra_params()
@@ -203,6 +230,7 @@ class OnlineBagging(VotingEnsemble):
         X, y = list(X), list(y)
         if not X:
             return self
+        self._predicted = None  # the members change: no prediction of theirs is reused
         enc = self._encode_block(X, y) if self._native else None
         for m in range(self.n_models):
             counts = resample_counts(

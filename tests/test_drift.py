@@ -332,3 +332,28 @@ def test_window_diversity_equals_the_pairwise_definitions_on_random_windows():
         ]:
             want = float(np.mean(sums[key])) if sums[key] else None
             assert d[name] == pytest.approx(want), (key, N, M)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"drift": "adwin"},
+        {"drift": "adwin", "poisson_lambda": 6.0, "vote": "weighted", "window": 100},
+    ],
+)
+def test_river_loop_reuses_the_prediction_and_learns_the_same_model(options):
+    """predict_one(x) then learn_one(x, y) (the kernel reuses the members' predictions of x),
+    the same with a copy of x (nothing reused), and predict_learn_one: the same model."""
+    data = list(flip_stream(3000, drift_at=1500, seed=12))
+    models = [OnlineBagging(HoeffdingTree(), n_models=5, seed=2, **options) for _ in range(3)]
+    preds: list[list] = [[], [], []]
+    for x, y in data:
+        preds[0].append(models[0].predict_one(x))
+        models[0].learn_one(x, y)
+        preds[1].append(models[1].predict_one(x))
+        models[1].learn_one(dict(x), y)
+        p = models[2].predict_learn_one(x, y)
+        preds[2].append(max(p, key=p.get) if p else None)
+    assert preds[0] == preds[1] == preds[2]
+    assert models[0].describe() == models[1].describe() == models[2].describe()
+    assert models[0].n_drifts > 0
