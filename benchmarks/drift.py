@@ -16,6 +16,7 @@ OzaBag                 OnlineBagging(HT)                    meta.OzaBag / Baggin
 OzaBagAdwin            OnlineBagging(HT, drift="adwin")     meta.OzaBagAdwin / ADWINBaggingClassifier
 LeveragingBag          ... drift="adwin", poisson_lambda=6  meta.LeveragingBag / LeveragingBaggingClassifier
 OzaBagAdwin, weighted  ... drift="adwin", vote="weighted"   (Chorus only)
+OzaBag + DDM           ... drift="ddm"                      (Chorus only)
 =====================  ===================================  ==============================
 
 Prequential predict-then-learn, one example per call, the same materialised stream for every
@@ -57,10 +58,12 @@ ROWS = {
     "adwin": "OzaBagAdwin",
     "lev": "LeveragingBag",
     "adwin_w": "OzaBagAdwin, weighted vote",
+    "ddm": "OzaBag + DDM",
 }
 LIBS = ("chorus", "moa", "river")
 STYLE = {"chorus": "-", "moa": "--", "river": ":"}
-COLOR = {"bag": "tab:gray", "adwin": "tab:blue", "lev": "tab:red", "adwin_w": "tab:green"}
+COLOR = {"bag": "tab:gray", "adwin": "tab:blue", "lev": "tab:red", "adwin_w": "tab:green",
+         "ddm": "tab:purple"}  # fmt: skip
 
 
 def make_streams(n: int, seed: int) -> dict[str, list]:
@@ -104,6 +107,7 @@ def chorus_factories(seed: int, n_models: int) -> dict[str, Callable[[], Any]]:
         "adwin": bag(drift="adwin"),
         "lev": bag(drift="adwin", poisson_lambda=6.0),
         "adwin_w": bag(drift="adwin", vote="weighted"),
+        "ddm": bag(drift="ddm"),
     }
 
 

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 
 from . import _adaptive as ak
-from . import adwin
+from . import adwin, ddm
 from .diversity import window_diversity
 
-DRIFTS = {None: ak.NO_DRIFT, "adwin": ak.DRIFT_ADWIN}
+DRIFTS = {None: ak.NO_DRIFT, "adwin": ak.DRIFT_ADWIN, "ddm": ak.DRIFT_DDM}
 DEFAULT_WINDOW = 1000  # when drift or the weighted vote is on and no window is given
 ADWIN_CLOCK = 32  # MOA's defaults
 ADWIN_MIN_LEN = 5
@@ -44,6 +44,7 @@ def new_state(n_models: int, window: int, poisson_lambda: float, drift_delta: fl
     return ak.AdaptiveState(
         fpar=np.array([float(poisson_lambda), float(drift_delta)]),
         adwin=adwin.adwin_state(M),
+        ddm=ddm.ddm_state(M),
         win_pred=np.full((window, M), ak.RESET, np.int32),
         win_y=np.zeros(window, np.int64),
         win_ok=np.zeros(M, np.int64),
@@ -60,6 +61,7 @@ _SAVED = ("win_pred", "win_y", "win_ok", "win_n", "resets", "counters")
 def state_arrays(st) -> dict[str, np.ndarray]:
     """The arrays a saved state keeps (``to_state``): detectors, window, counters."""
     out = adwin.adwin_arrays(st.adwin, "adwin.")
+    out["ddm.state"] = st.ddm.copy()
     out.update({f"window.{name}": getattr(st, name).copy() for name in _SAVED})
     return out
 
@@ -67,6 +69,10 @@ def state_arrays(st) -> dict[str, np.ndarray]:
 def load_state_arrays(st, arrays: dict[str, np.ndarray]) -> None:
     """Load ``state_arrays`` output into ``st`` (built with the same options), in place."""
     adwin.load_adwin_arrays(st.adwin, arrays, "adwin.")
+    src = np.asarray(arrays["ddm.state"])
+    if src.shape != st.ddm.shape or src.dtype != st.ddm.dtype:
+        raise ValueError(f"state array ddm.state has shape {src.shape} / {src.dtype}")
+    st.ddm[...] = src
     for name in _SAVED:
         src = np.asarray(arrays[f"window.{name}"])
         dst = getattr(st, name)
@@ -81,11 +87,15 @@ def describe(st, window: int, drift: str | None) -> dict:
     M = st.win_ok.shape[0]
     members: list[dict] = [{} for _ in range(M)]
     out: dict[str, Any] = {"n_drifts": int(st.counters[ak.RESETS]), "members": members}
-    if drift is not None:
-        for m in range(M):
+    for m in range(M if drift is not None else 0):
+        if drift == "adwin":
             members[m]["drift_error"] = float(adwin.adwin_estimate.py_func(st.adwin, m))
             members[m]["drift_window"] = int(st.adwin.iv[m, adwin.WIDTH])
-            members[m]["resets"] = int(st.resets[m])
+        else:  # ddm: error rate since the last drift, and whether it is at the warning level
+            members[m]["drift_error"] = float(st.ddm[m, ddm.P]) if st.ddm[m, ddm.N] else None
+            members[m]["drift_window"] = int(st.ddm[m, ddm.N])
+            members[m]["warning"] = bool(st.ddm[m, ddm.WARNING])
+        members[m]["resets"] = int(st.resets[m])
     if window > 0:
         filled = int(st.counters[ak.FILLED])
         preds = st.win_pred[:filled].astype(np.int64)

@@ -52,7 +52,10 @@ class OnlineBagging(VotingEnsemble):
         ``None`` (default: never forget, the thesis' algorithm) or ``"adwin"``: one ADWIN
         detector per member on its 0/1 error (on the example after learning it, as MOA); when one detects that
         its member's error went up, the member with the highest estimated error is reset to a
-        fresh learner (ADWIN bagging, Bifet et al. 2009). ``describe()`` counts the resets.
+        fresh learner (ADWIN bagging, Bifet et al. 2009); or ``"ddm"``: one DDM detector (Gama
+        et al. 2004) per member on the same error, and a member is reset when its own detector
+        signals a drift (its warning level is in ``describe()``). ``describe()`` counts the
+        resets.
     drift_delta
         ADWIN's confidence (0.002, as MOA and river).
     window
