@@ -25,13 +25,12 @@ from . import _rng
 from ._rng import poisson
 
 
-def _purge_stale_cache() -> None:
-    """numba's on-disk cache is keyed on this file only, yet these kernels inline the tree and
-    RNG kernels: when those sources change, drop this module's cached machine code."""
-    here = Path(__file__)
-    digest = hashlib.sha256(
-        b"".join(p.read_bytes() for p in (*KERNEL_SOURCES, Path(str(_rng.__file__))))
-    ).hexdigest()
+def purge_stale_cache(module_file: str, deps: tuple[Path, ...]) -> None:
+    """numba's on-disk cache is keyed on a kernel's own file only, yet kernels inline those of
+    other files (``deps``): when those sources change, drop ``module_file``'s cached machine
+    code."""
+    here = Path(module_file)
+    digest = hashlib.sha256(b"".join(Path(p).read_bytes() for p in deps)).hexdigest()
     cache = here.parent / "__pycache__"
     stamp = cache / f"{here.stem}.deps"
     try:
@@ -45,16 +44,16 @@ def _purge_stale_cache() -> None:
         pass  # read-only install: the cache cannot be stale relative to the installed sources
 
 
-_purge_stale_cache()
+purge_stale_cache(__file__, (*KERNEL_SOURCES, Path(str(_rng.__file__))))
 
-VOTE_MAJORITY, VOTE_AVERAGE = 0, 1
-VOTES = {"majority": VOTE_MAJORITY, "average": VOTE_AVERAGE}
+VOTE_MAJORITY, VOTE_AVERAGE, VOTE_WEIGHTED = 0, 1, 2
+VOTES = {"majority": VOTE_MAJORITY, "average": VOTE_AVERAGE, "weighted": VOTE_WEIGHTED}
 
 
-def vote_code(vote: str) -> int:
-    """The kernel code of a ``vote`` rule name; ``ValueError`` names the valid ones."""
-    if vote not in VOTES:
-        raise ValueError(f"vote must be one of {sorted(VOTES)}, got {vote!r}")
+def vote_code(vote: str, allowed: tuple[str, ...] = ("average", "majority")) -> int:
+    """The kernel code of a ``vote`` rule name; ``ValueError`` names the ``allowed`` ones."""
+    if vote not in allowed:
+        raise ValueError(f"vote must be one of {sorted(allowed)}, got {vote!r}")
     return VOTES[vote]
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 
+from learners import Limits, NativeLearner, argmax_label
 from learners.base import Features, Label
 
-from . import _kernels
+from . import _adaptive, _kernels, adaptive
 from ._rng import poisson
 from ._voting import VotingEnsemble
 from .base import resample_counts
@@ -38,8 +41,27 @@ class OnlineBagging(VotingEnsemble):
     seed
         Key of the counter-based Poisson draws: same seed + same stream = identical model.
     vote
-        ``"average"`` (default: mean of the members' probabilities, as MOA and river) or
-        ``"majority"`` (the thesis: one vote per member for its top class).
+        ``"average"`` (default: mean of the members' probabilities, as MOA and river),
+        ``"majority"`` (the thesis: one vote per member for its top class) or ``"weighted"``
+        (members' probabilities weighted by their accuracy over the last ``window`` examples,
+        smoothed as (correct + 1) / (counted + 2)).
+    poisson_lambda
+        Rate of the Poisson weights: 1 (default) is Oza's bagging; 6 with ``drift="adwin"`` is
+        leveraging bagging (Bifet, Holmes & Pfahringer 2010, without output codes).
+    drift
+        ``None`` (default: never forget, the thesis' algorithm) or ``"adwin"``: one ADWIN
+        detector per member on its 0/1 error (on the example after learning it, as MOA); when one detects that
+        its member's error went up, the member with the highest estimated error is reset to a
+        fresh learner (ADWIN bagging, Bifet et al. 2009); or ``"ddm"``: one DDM detector (Gama
+        et al. 2004) per member on the same error, and a member is reset when its own detector
+        signals a drift (its warning level is in ``describe()``). ``describe()`` counts the
+        resets.
+    drift_delta
+        ADWIN's confidence (0.002, as MOA and river).
+    window
+        Examples over which each member's accuracy and the members' diversity (``describe()``)
+        are kept; 0 keeps none. ``None`` (default): 1000 with ``drift`` or the weighted vote,
+        else 0. Needs a native learner, as do ``drift`` and ``poisson_lambda != 1``.
 
     Examples
     --------
@@ -51,18 +73,148 @@ class OnlineBagging(VotingEnsemble):
     >>> model.predict_one({"x": 8.0, "c": "a"})
     True
 
+    ADWIN bagging over a stream whose concept flips (``describe()["n_drifts"]`` counts the
+    members reset):
+
+    >>> from learners import HoeffdingTree
+    >>> model = OnlineBagging(HoeffdingTree(), n_models=3, seed=1, drift="adwin")
+    >>> for i in range(3000):
+    ...     x = {"x": float(i % 10)}
+    ...     model.learn_one(x, (i % 10 >= 5) != (i >= 1500))
+    >>> model.predict_one({"x": 8.0}), model.describe()["n_drifts"] > 0
+    (False, True)
+
     References
     ----------
     Oza, N. C. (2001). Online Ensemble Learning. PhD thesis, UC Berkeley, ch. 3.
     Oza, N. C. & Russell, S. (2001). Online bagging and boosting. AISTATS.
+    Bifet, A., Holmes, G., Pfahringer, B., Kirkby, R. & Gavaldà, R. (2009). New ensemble
+    methods for evolving data streams. KDD.
+    Bifet, A., Holmes, G. & Pfahringer, B. (2010). Leveraging bagging for evolving data
+    streams. ECML PKDD.
     """
 
     kind = "bagging"
+    votes = ("average", "majority", "weighted")
 
     _kernel = staticmethod(_kernels.bagging_run)
 
+    def __init__(self, learner: Any, *, n_models: int = 10, seed: int = 0, vote: str = "average",
+                 poisson_lambda: float = 1.0, drift: str | None = None, drift_delta: float = 0.002,
+                 window: int | None = None, limits: Limits | dict | None = None):  # fmt: skip
+        adaptive.check_options(poisson_lambda=poisson_lambda, drift=drift,
+                               drift_delta=drift_delta, window=window)  # fmt: skip
+        self.poisson_lambda = poisson_lambda
+        self.drift = drift
+        self.drift_delta = drift_delta
+        self.window = window
+        super().__init__(learner, n_models=n_models, seed=seed, vote=vote, limits=limits)
+
+    @property
+    def _window(self) -> int:
+        if self.window is not None:
+            return int(self.window)
+        return adaptive.DEFAULT_WINDOW if self.drift or self.vote == "weighted" else 0
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether the model runs the adaptive kernel (any option beyond Oza's bagging)."""
+        return (self.drift is not None or self.poisson_lambda != 1.0 or self.vote == "weighted"
+                or self._window > 0)  # fmt: skip
+
     def _init_extra(self) -> None:
         self._int_params = self._ipar()
+        if not self.adaptive:
+            return
+        if not isinstance(self.learner, NativeLearner):
+            raise ValueError("drift, poisson_lambda, window and vote='weighted' need a native "
+                             "learner (hoeffding_tree, naive_bayes, stump)")  # fmt: skip
+        self._kernel = cast(Any, _adaptive.adaptive_run)
+        self._int_params = np.array([self.seed, _kernels.VOTES[self.vote], adaptive.DRIFTS[self.drift],
+                            self._window, adaptive.ADWIN_CLOCK, adaptive.ADWIN_MIN_LEN, 0],
+                           dtype=np.int64)  # fmt: skip
+        self._float_state = adaptive.new_state(self.n_models, self._window, self.poisson_lambda,
+                                     self.drift_delta)  # fmt: skip
+
+    # river's loop, predict_one(x) then learn_one(x, y): the kernel keeps the members' predictions
+    # of x, and learning reuses them when x is the same (object and content) and nothing was
+    # learned in between (the encoding cache of TreeBank makes the same check)
+    _predicted: tuple | None = None
+
+    def _adaptive_one(self, x, y=None, w: float = 0.0, *, predict: bool = True,
+                      learn: bool = False):  # fmt: skip
+        last, self._predicted = self._predicted, None
+        reuse = learn and not predict and last is not None and last[0] is x and last[1] == x
+        self._int_params[_adaptive.REUSE] = int(reuse)
+        try:
+            out = self._backend.run_one(x, y, w, predict=predict, learn=learn)
+        finally:
+            self._int_params[_adaptive.REUSE] = 0
+        if predict and not learn and type(x) is dict:
+            self._predicted = (x, dict(x))
+        return out
+
+    def learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> None:  # type: ignore[override]
+        """Learn one example with sample weight ``w`` (``w = 0`` does nothing)."""
+        if not self.adaptive:
+            return super().learn_one(x, y, w=w)
+        self._adaptive_one(x, y, w, predict=False, learn=True)
+
+    def predict_proba_one(self, x: Features) -> dict[Label, float]:  # type: ignore[override]
+        """Class probabilities (``{}`` before any training)."""
+        if not self.adaptive:
+            return super().predict_proba_one(x)
+        return self._adaptive_one(x)
+
+    def predict_one(self, x: Features) -> Label | None:  # type: ignore[override]
+        """The most probable label (``None`` before any training)."""
+        if not self.adaptive:
+            return super().predict_one(x)
+        return argmax_label(self._adaptive_one(x))
+
+    def predict_learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> dict[Label, float]:
+        """Predict, then learn (prequential): the probabilities given before learning ``x``."""
+        if not self.adaptive:
+            return super().predict_learn_one(x, y, w=w)
+        return self._adaptive_one(x, y, w, learn=True)
+
+    def _run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
+        self._predicted = None
+        return super()._run(X, ys, ws, predict=predict, learn=learn)
+
+    def _extra_params(self) -> dict:
+        out = super()._extra_params()
+        defaults = {"poisson_lambda": 1.0, "drift": None, "drift_delta": 0.002, "window": None}
+        out.update({k: getattr(self, k) for k, v in defaults.items() if getattr(self, k) != v})
+        return out
+
+    def _extra_arrays(self) -> dict[str, np.ndarray]:
+        return adaptive.state_arrays(self._float_state) if self.adaptive else {}
+
+    def _load_extra(self, arrays: dict[str, np.ndarray]) -> None:
+        if self.adaptive:
+            adaptive.load_state_arrays(self._float_state, arrays)
+
+    @property
+    def n_drifts(self) -> int:
+        """Members reset after a detected drift so far (0 without ``drift``)."""
+        return int(cast(Any, self._float_state).counters[_adaptive.RESETS]) if self.adaptive else 0
+
+    def diversity(self) -> dict | None:
+        """Diversity of the members over the window (``describe()["diversity"]``; ``None``
+        without a window)."""
+        if not self.adaptive or self._window == 0:
+            return None
+        return adaptive.describe(self._float_state, self._window, None)["diversity"]
+
+    def describe(self) -> dict:
+        out = super().describe()
+        if self.adaptive:
+            extra = adaptive.describe(self._float_state, self._window, self.drift)
+            for d, more in zip(out["members"], extra.pop("members"), strict=True):
+                d.update(more)
+            out.update(extra)
+        return out
 
     # slow path: the same algorithm over Python member objects
     def _py_predict(self, x: Features) -> dict:
@@ -100,6 +252,7 @@ class OnlineBagging(VotingEnsemble):
         X, y = list(X), list(y)
         if not X:
             return self
+        self._predicted = None  # the members change: no prediction of theirs is reused
         enc = self._encode_block(X, y)
         for m in range(self.n_models):
             counts = resample_counts(

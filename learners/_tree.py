@@ -525,6 +525,26 @@ def new_leaf(T, m, depth, branch):
 
 
 @nb.njit(cache=True)
+def tree_reset(T, m):
+    """Make member m a fresh, untrained tree (a root leaf), as a new bank's member: its pools,
+    free lists and index emptied (rows past the counters are re-initialised when taken)."""
+    T.n_nodes[m] = 0
+    T.n_slots[m] = 0
+    T.n_free[m] = 0
+    T.n_f[m] = 0
+    T.f_freed[m] = -1
+    T.n_v[m] = 0
+    T.v_freed[m] = -1
+    T.n_o[m] = 0
+    T.o_freed[m] = -1
+    T.hkey[m] = -1
+    T.n_keys[m] = 0
+    T.f_of[m] = -1
+    T.o_of[m] = -1
+    new_leaf(T, m, 0, 0)
+
+
+@nb.njit(cache=True)
 def has_room(T, P, need):
     """True if every member can take ``need`` more nodes and slots, and the statistics rows and
     index keys of one example of ``width = (categorical, numeric)`` features, without growing

@@ -10,7 +10,8 @@ that an ensemble runs all its members inside *one* compiled kernel (ARCHITECTURE
 - Member kernels, callable from numba code: :func:`tree_proba` (member m's class probabilities for
   one encoded row), :func:`tree_learn` (member m learns one row with a weight),
   :func:`best_class` (index of the largest of ``p[:n]``), :func:`classes_after` (classes known once
-  row r's label is in), :func:`has_room` (whether ``need`` more nodes fit before learning a row).
+  row r's label is in), :func:`has_room` (whether ``need`` more nodes fit before learning a row),
+  :func:`tree_reset` (member m becomes a fresh, untrained tree: a drift detector's reset).
 - :func:`single_run` is the run kernel of one standalone learner; an ensemble's run kernel has the
   same signature (``B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
   code_attr, need``) and returns the first row it did not process.
@@ -39,7 +40,15 @@ from pathlib import Path
 
 from . import _tree
 from ._bank import TreeBank
-from ._tree import TreeParams, classes_after, has_room, single_run, tree_learn, tree_proba
+from ._tree import (
+    TreeParams,
+    classes_after,
+    has_room,
+    single_run,
+    tree_learn,
+    tree_proba,
+    tree_reset,
+)
 from ._tree import argmax as best_class
 from .limits import Limits
 from .native import _NO_FLOAT_STATE as NO_FLOAT_STATE  # fstate of a kernel keeping none
@@ -76,4 +85,5 @@ __all__ = [
     "single_run",
     "tree_learn",
     "tree_proba",
+    "tree_reset",
 ]

@@ -21,11 +21,17 @@ from learners import jit
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = [(e, learner) for e in ("bagging", "boosting", "single")
          for learner in ("hoeffding_tree", "naive_bayes", "stump")]  # fmt: skip
+KINDS += [("bagging+adwin", "hoeffding_tree"), ("bagging+ddm", "naive_bayes")]
+ADAPTIVE = {"drift": "adwin", "poisson_lambda": 6.0, "vote": "weighted", "window": 40}
 
 
 def _spec(ensemble: str, learner: str) -> dict:
+    params = {"grace_period": 30} if learner == "hoeffding_tree" else {}
+    if ensemble.startswith("bagging+"):  # adaptive bagging (ensembles/_adaptive.py)
+        drift = ensemble.split("+")[1]
+        ensemble, params = "bagging", {**params, **ADAPTIVE, "drift": drift}
     return {"ensemble": ensemble, "learner": learner, "n_models": 1 if ensemble == "single" else 3,
-            "seed": 4, "params": {"grace_period": 30} if learner == "hoeffding_tree" else {}}  # fmt: skip
+            "seed": 4, "params": params}  # fmt: skip
 
 
 def _same(a, b) -> bool:

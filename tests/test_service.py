@@ -676,3 +676,30 @@ def test_engine_bug_is_a_500_without_internals_and_nothing_is_acknowledged(clien
     assert client.get("/models/m").json()["n_seen"] == 5
     _stream(client, 1, start=5)
     assert client.get("/models/m").json()["n_seen"] == 6
+
+
+def test_adaptive_bagging_over_http_reports_drifts_and_diversity(make_client):
+    """A spec with ``drift``: the model resets members after a flipped concept, ``GET
+    /models/{name}`` and Prometheus show the drifts and the diversity, and a restarted service
+    (snapshot + log replay) has the same model."""
+    spec = {**SPEC, "params": {"drift": "adwin", "poisson_lambda": 6, "vote": "weighted"}}
+    flip = [{"features": _ex(i), "label": _label(i) if i < 1500 else ("lo" if _label(i) == "hi" else "hi")}
+            for i in range(3000)]  # fmt: skip
+    with make_client() as client:
+        assert client.post("/models", json=spec).status_code == 201
+        for k in range(0, 3000, 500):
+            r = client.post("/learn", json={"model": "m", "examples": flip[k : k + 500]})
+            assert r.status_code == 200, r.text
+        d = client.get("/models/m").json()
+        assert d["spec"]["params"]["drift"] == "adwin" and d["n_drifts"] > 0
+        assert set(d["diversity"]) >= {"disagreement", "q_statistic", "kappa", "n", "window"}
+        assert all("window_accuracy" in m and "drift_error" in m for m in d["members"])
+        text = client.get("/metrics").text
+        assert f'chorus_model_drifts_total{{model="m"}} {float(d["n_drifts"])}' in text
+        assert 'chorus_model_diversity{measure="disagreement",model="m"}' in text
+    with make_client() as client:
+        again = client.get("/models/m").json()
+        assert (again["n_drifts"], again["diversity"], again["members"]) == (
+            d["n_drifts"], d["diversity"], d["members"])  # fmt: skip
+        plain = client.post("/models", json={**SPEC, "name": "p"}).json()
+        assert plain["n_drifts"] is None and plain["diversity"] is None

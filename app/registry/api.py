@@ -100,10 +100,11 @@ class Registry:
         return {"loaded": len(m), "bytes": m.resident_bytes, "budget": m.budget,
                 "evicted": m.evicted}  # fmt: skip
 
-    def gauges(self) -> Iterator[tuple[str, int, dict[str, Any], int]]:
-        """``(name, seq, metrics report, entries since snapshot)`` of each model in memory."""
+    def gauges(self) -> Iterator[tuple[str, int, dict[str, Any], int, Any]]:
+        """``(name, seq, metrics report, entries since snapshot, model)`` of each model in memory
+        (the model for its own gauges, e.g. an adaptive ensemble's drifts and diversity)."""
         for h in self.models:
-            yield h.name, h.seq, h.metrics.report(), h.since_snapshot
+            yield h.name, h.seq, h.metrics.report(), h.since_snapshot, h.model
 
     async def export(self, name: str) -> tuple[bytes, int]:
         """A snapshot blob of one model and its example count (``chorus export``); loads only

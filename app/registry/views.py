@@ -20,6 +20,8 @@ def describe(h: Handle) -> dict[str, Any]:
         "state_bytes": int(d.get("state_bytes", 0)),
         "metrics": h.metrics.report(),
         "members": list(d.get("members", [])),
+        "n_drifts": d.get("n_drifts"),  # adaptive bagging only (issue 18)
+        "diversity": d.get("diversity"),
         "status": "ok",
         "reason": None,
     }
@@ -36,6 +38,8 @@ def describe_broken(name: str, spec: dict[str, Any] | None, reason: str) -> dict
         "state_bytes": None,
         "metrics": None,
         "members": [],
+        "n_drifts": None,
+        "diversity": None,
         "status": "broken",
         "reason": reason,
     }

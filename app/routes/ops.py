@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from prometheus_client import (
@@ -79,14 +80,22 @@ class ModelCollector:
         lag = GaugeMetricFamily(
             "chorus_model_unsnapshotted", "Log entries not yet in a snapshot", labels=["model"]
         )
-        for name, seq, rep, since_snapshot in self.registry.gauges():
+        drifts = CounterMetricFamily(
+            "chorus_model_drifts", "Members reset after a detected drift", labels=["model"]
+        )
+        diversity = GaugeMetricFamily(
+            "chorus_model_diversity", "Members' mean pairwise diversity over the window",
+            labels=["model", "measure"],
+        )  # fmt: skip
+        for name, seq, rep, since_snapshot, model in self.registry.gauges():
+            _adaptive_metrics(name, model, drifts, diversity)
             learned.add_metric([name], float(seq))
             if rep["accuracy"] is not None:
                 acc.add_metric([name], rep["accuracy"])
             if rep["window_accuracy"] is not None:
                 wacc.add_metric([name], rep["window_accuracy"])
             lag.add_metric([name], float(since_snapshot))
-        yield from (learned, acc, wacc, lag)
+        yield from (learned, acc, wacc, lag, drifts, diversity)
         mem = self.registry.memory()
         yield GaugeMetricFamily("chorus_models_loaded", "Models held in memory", mem["loaded"])
         yield GaugeMetricFamily(
@@ -98,6 +107,18 @@ class ModelCollector:
         yield CounterMetricFamily(
             "chorus_models_evicted", "Models unloaded to fit the memory budget", mem["evicted"]
         )
+
+
+def _adaptive_metrics(name: str, model: Any, drifts: Any, diversity: Any) -> None:
+    """Drifts and diversity of an adaptive bagging model (issue 18); nothing for others."""
+    if not getattr(model, "adaptive", False):
+        return
+    if model.drift is not None:
+        drifts.add_metric([name], float(model.n_drifts))
+    div = model.diversity()
+    for measure in ("disagreement", "q_statistic", "kappa"):
+        if div is not None and div[measure] is not None:
+            diversity.add_metric([name, measure], div[measure])
 
 
 def make_prometheus(registry: Registry) -> tuple[CollectorRegistry, Counter, Histogram]:

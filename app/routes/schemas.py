@@ -170,7 +170,17 @@ class ModelDescription(BaseModel):
     state_bytes: int | None
     metrics: Metrics | None
     members: list[dict[str, Any]] = Field(
-        default_factory=list, description="Boosting: epsilon, lambda_sc, lambda_sw, vote_weight"
+        default_factory=list,
+        description="Boosting: epsilon, lambda_sc, lambda_sw, vote_weight; adaptive bagging: "
+        "drift_error, drift_window, resets, window_accuracy",
+    )
+    n_drifts: int | None = Field(
+        None, description="Adaptive bagging (`drift`): members reset after a detected drift"
+    )
+    diversity: dict[str, Any] | None = Field(
+        None,
+        description="Bagging with a `window`: the members' mean pairwise disagreement, "
+        "q_statistic and kappa over the last `window` (n) examples",
     )
     status: Literal["ok", "broken"] = Field(
         "ok", description="`broken`: the model could not be loaded from the store (see `reason`)"

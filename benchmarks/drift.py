@@ -1,0 +1,322 @@
+"""Drift-adaptive bagging: Chorus against MOA and river on drifting streams, in one run.
+
+Streams (river's ``datasets.synth``, one concept drift in the middle of ``--n`` examples, built
+with ``ConceptDriftStream``; ``width`` is the length of the change, river's sigmoid):
+
+* ``SEA abrupt``: ``SEA(variant=0)`` -> ``SEA(variant=3)`` (threshold 8 -> 9.5), width 100;
+* ``Agrawal abrupt``: ``Agrawal(classification_function=1)`` -> ``(function=4)``, width 100;
+* ``Agrawal gradual``: ``Agrawal(function=2)`` -> ``(function=5)``, width ``n / 4``.
+
+Models, 10 Hoeffding trees each (MOA's defaults: grace 200, delta 1e-7, tie 0.05, NBA leaves):
+
+=====================  ===================================  ==============================
+row                    Chorus                               MOA (capymoa) / river 0.26
+=====================  ===================================  ==============================
+OzaBag                 OnlineBagging(HT)                    meta.OzaBag / BaggingClassifier
+OzaBagAdwin            OnlineBagging(HT, drift="adwin")     meta.OzaBagAdwin / ADWINBaggingClassifier
+LeveragingBag          ... drift="adwin", poisson_lambda=6  meta.LeveragingBag / LeveragingBaggingClassifier
+OzaBagAdwin, weighted  ... drift="adwin", vote="weighted"   (Chorus only)
+OzaBag + DDM           ... drift="ddm"                      (Chorus only)
+=====================  ===================================  ==============================
+
+Prequential predict-then-learn, one example per call, the same materialised stream for every
+library (MOA gets the same rows as pre-built Java instances, all features numeric). Stream seed
+and model seed are the run's seed (``--seeds``); river runs on the first seed only unless
+``--river-seeds`` says more, and only its ADWIN and leveraging bagging unless ``--river-models``
+says more (its leveraging bagging learns each example k ~ Poisson(6) times per member: ~150
+examples/s here; its plain bagging is in results/peers.md). Speed is examples per second of the timed loop (wall clock, after an
+untimed warm-up on the first ``--warmup`` examples: numba / JIT), on a shared machine: noisy.
+
+Run from the repository root::
+
+    python benchmarks/drift.py                      # writes benchmarks/results/drift.md + .png
+    python benchmarks/drift.py --n 4000 --seeds 1 --skip river --out '' --plot ''   # a quick look
+
+This is a benchmark, not a test: it prints numbers and asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from peers import DELTA, GRACE_PERIOD, TAU, moa_cli, moa_instances, write_result  # noqa: E402
+
+ROWS = {
+    "bag": "OzaBag",
+    "adwin": "OzaBagAdwin",
+    "lev": "LeveragingBag",
+    "adwin_w": "OzaBagAdwin, weighted vote",
+    "ddm": "OzaBag + DDM",
+}
+LIBS = ("chorus", "moa", "river")
+STYLE = {"chorus": "-", "moa": "--", "river": ":"}
+COLOR = {"bag": "tab:gray", "adwin": "tab:blue", "lev": "tab:red", "adwin_w": "tab:green",
+         "ddm": "tab:purple"}  # fmt: skip
+
+
+def make_streams(n: int, seed: int) -> dict[str, list]:
+    from river.datasets import synth
+
+    half = n // 2
+    abrupt = max(100, half * 4 // 700 + 1)  # river's sigmoid overflows below ~position / 177
+
+    def drift(a: Any, b: Any, width: int) -> list:
+        s = synth.ConceptDriftStream(stream=a, drift_stream=b, position=half, width=width,
+                                     seed=seed)  # fmt: skip
+        return [({str(k): v for k, v in x.items()}, y) for x, y in s.take(n)]  # SEA's keys: ints
+
+    return {
+        "SEA abrupt": drift(
+            synth.SEA(variant=0, seed=seed), synth.SEA(variant=3, seed=seed), abrupt
+        ),  # fmt: skip
+        "Agrawal abrupt": drift(
+            synth.Agrawal(classification_function=1, seed=seed),
+            synth.Agrawal(classification_function=4, seed=seed),
+            abrupt,
+        ),  # fmt: skip
+        "Agrawal gradual": drift(
+            synth.Agrawal(classification_function=2, seed=seed),
+            synth.Agrawal(classification_function=5, seed=seed),
+            n // 4,
+        ),  # fmt: skip
+    }
+
+
+# --------------------------------------------------------------------------- models
+def chorus_factories(seed: int, n_models: int) -> dict[str, Callable[[], Any]]:
+    from ensembles import OnlineBagging
+    from learners import HoeffdingTree
+
+    def bag(**kw: Any) -> Callable[[], Any]:
+        return lambda: OnlineBagging(HoeffdingTree(), n_models=n_models, seed=seed, **kw)
+
+    return {
+        "bag": bag(),
+        "adwin": bag(drift="adwin"),
+        "lev": bag(drift="adwin", poisson_lambda=6.0),
+        "adwin_w": bag(drift="adwin", vote="weighted"),
+        "ddm": bag(drift="ddm"),
+    }
+
+
+def moa_specs(n_models: int) -> dict[str, tuple[str, str]]:
+    ht = moa_cli(DELTA)
+    return {
+        "bag": ("moa.classifiers.meta.OzaBag", f"-l ({ht}) -s {n_models}"),
+        "adwin": ("moa.classifiers.meta.OzaBagAdwin", f"-l ({ht}) -s {n_models}"),
+        "lev": (
+            "moa.classifiers.meta.LeveragingBag",
+            f"-l ({ht}) -s {n_models} -w 6.0 -a 0.002 -m LeveragingBag",
+        ),  # fmt: skip
+    }
+
+
+def river_factories(seed: int, n_models: int) -> dict[str, Callable[[], Any]]:
+    from river import ensemble, tree
+
+    def ht() -> Any:
+        return tree.HoeffdingTreeClassifier(grace_period=GRACE_PERIOD, delta=DELTA, tau=TAU,
+                                            leaf_prediction="nba")  # fmt: skip
+
+    return {
+        "bag": lambda: ensemble.BaggingClassifier(ht(), n_models=n_models, seed=seed),
+        "adwin": lambda: ensemble.ADWINBaggingClassifier(ht(), n_models=n_models, seed=seed),
+        "lev": lambda: ensemble.LeveragingBaggingClassifier(
+            ht(), n_models=n_models, w=6.0, adwin_delta=0.002, bagging_method="bag", seed=seed
+        ),
+    }
+
+
+# --------------------------------------------------------------------------- loops
+CLOCK = {"wall": time.perf_counter, "cpu": time.thread_time}  # set by --clock
+clock = CLOCK["wall"]
+
+
+def loop_dicts(model: Any, stream: list) -> tuple[np.ndarray, float]:
+    ok = np.zeros(len(stream), dtype=bool)
+    t0 = clock()
+    for i, (x, y) in enumerate(stream):
+        ok[i] = model.predict_one(x) == y
+        model.learn_one(x, y)
+    return ok, clock() - t0
+
+
+def loop_moa(model: Any, rows: list) -> tuple[np.ndarray, float]:
+    ok = np.zeros(len(rows), dtype=bool)
+    t0 = clock()
+    for i, (inst, y) in enumerate(rows):
+        ok[i] = model.predict(inst) == y
+        model.train(inst)
+    return ok, clock() - t0
+
+
+def run_all(args: argparse.Namespace) -> dict:
+    """``{(stream, lib, row): [(ok array, seconds, drifts), ...]}`` over seeds."""
+    out: dict[tuple[str, str, str], list] = {}
+    seeds = [int(s) for s in args.seeds.split(",")]
+    river_seeds = seeds[: args.river_seeds]
+    skip = set(filter(None, args.skip.split(",")))
+    if "moa" not in skip:
+        import capymoa  # noqa: F401 - starts the JVM outside the timed loops
+        import jpype
+        from capymoa.base import MOAClassifier
+    for seed in seeds:
+        streams = make_streams(args.n, seed)
+        for sname, stream in streams.items():
+            warm = stream[: args.warmup]
+            if "chorus" not in skip:
+                for key, make in chorus_factories(seed, args.n_models).items():
+                    loop_dicts(make(), warm)
+                    model = make()
+                    ok, sec = loop_dicts(model, stream)
+                    out.setdefault((sname, "chorus", key), []).append((ok, sec, model.n_drifts))
+                    log(sname, seed, "chorus", key, ok, sec)
+            if "moa" not in skip:
+                schema, rows = moa_instances(stream)
+                for key, (cls, cli) in moa_specs(args.n_models).items():
+
+                    def make_moa(cls: str = cls, cli: str = cli, schema: Any = schema,
+                                 seed: int = seed) -> Any:  # fmt: skip
+                        return MOAClassifier(jpype.JClass(cls), schema=schema, CLI=cli,
+                                             random_seed=seed)  # fmt: skip
+
+                    loop_moa(make_moa(), rows[: args.warmup])
+                    ok, sec = loop_moa(make_moa(), rows)
+                    out.setdefault((sname, "moa", key), []).append((ok, sec, None))
+                    log(sname, seed, "moa", key, ok, sec)
+            if "river" not in skip and seed in river_seeds:
+                for key, make in river_factories(seed, args.n_models).items():
+                    if key not in args.river_models.split(","):
+                        continue
+                    ok, sec = loop_dicts(make(), stream)
+                    out.setdefault((sname, "river", key), []).append((ok, sec, None))
+                    log(sname, seed, "river", key, ok, sec)
+    return out
+
+
+def log(stream: str, seed: int, lib: str, key: str, ok: np.ndarray, sec: float) -> None:
+    print(f"{stream:<16} seed {seed}  {lib:<6} {ROWS[key]:<27} acc {ok.mean():.4f}  "
+          f"{len(ok) / sec:>9,.0f} ex/s", file=sys.stderr, flush=True)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- report
+def blocks(ok: np.ndarray, w: int) -> np.ndarray:
+    n = len(ok) // w * w
+    return ok[:n].reshape(-1, w).mean(axis=1)
+
+
+def fmt_acc(vals: list[float]) -> str:
+    if len(vals) == 1:
+        return f"{vals[0]:.3f}"
+    return f"{statistics.mean(vals):.3f} ± {statistics.stdev(vals):.3f}"
+
+
+def report(res: dict, args: argparse.Namespace) -> str:
+    half = args.n // 2
+    lines = []
+    streams = list(dict.fromkeys(s for s, _, _ in res))
+    for sname in streams:
+        lines += [f"### {sname}", "",
+                  "| library | model | seeds | mean accuracy | after the drift | "
+                  "first 1,000 after | examples/s | members reset |",
+                  "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        for lib in LIBS:
+            for key in ROWS:
+                runs = res.get((sname, lib, key))
+                if not runs:
+                    continue
+                acc = [float(ok.mean()) for ok, _, _ in runs]
+                after = [float(ok[half:].mean()) for ok, _, _ in runs]
+                first = [float(ok[half : half + 1000].mean()) for ok, _, _ in runs]
+                rate = statistics.mean(len(ok) / sec for ok, sec, _ in runs)
+                drifts = [d for _, _, d in runs]
+                reset = "" if drifts[0] is None else f"{statistics.mean(drifts):.0f}"
+                lines.append(f"| {lib} | {ROWS[key]} | {len(runs)} | {fmt_acc(acc)} | "
+                             f"{fmt_acc(after)} | {fmt_acc(first)} | {rate:,.0f} | {reset} |")  # fmt: skip
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(res: dict, args: argparse.Namespace, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    streams = list(dict.fromkeys(s for s, _, _ in res))
+    fig, axes = plt.subplots(1, len(streams), figsize=(6 * len(streams), 4.6), sharey=False)
+    axes = np.atleast_1d(axes)
+    w = args.window
+    for ax, sname in zip(axes, streams, strict=True):
+        for lib in LIBS:
+            for key in ROWS:
+                runs = res.get((sname, lib, key))
+                if not runs:
+                    continue
+                curve = np.mean([blocks(ok, w) for ok, _, _ in runs], axis=0)
+                xs = (np.arange(len(curve)) + 1) * w
+                ax.plot(xs, curve, STYLE[lib], color=COLOR[key], lw=1.4,
+                        label=f"{lib} {ROWS[key]}")  # fmt: skip
+        ax.axvline(args.n // 2, color="k", lw=0.6, alpha=0.5)
+        ax.set_title(sname)
+        ax.set_xlabel(f"examples (accuracy per block of {w})")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("prequential accuracy (mean over seeds)")
+    axes[-1].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--n", type=int, default=20_000)
+    p.add_argument("--seeds", default="1,2,3")
+    p.add_argument("--river-seeds", type=int, default=1, help="run river on the first K seeds")
+    p.add_argument("--river-models", default="adwin,lev", help="river rows (of bag,adwin,lev)")
+    p.add_argument("--n-models", type=int, default=10)
+    p.add_argument("--window", type=int, default=500, help="block of the accuracy curve")
+    p.add_argument("--warmup", type=int, default=500)
+    p.add_argument("--skip", default="", help="comma list of chorus, moa, river")
+    p.add_argument("--out", default=str(HERE / "results" / "drift.md"))
+    p.add_argument("--plot", default=str(HERE / "results" / "drift.png"))
+    p.add_argument(
+        "--clock",
+        choices=sorted(CLOCK),
+        default="wall",
+        help="wall clock, or CPU time of the timing thread (JVM work on it included)",
+    )
+    args = p.parse_args(argv)
+    global clock
+    clock = CLOCK[args.clock]
+    res = run_all(args)
+    body = report(res, args)
+    print(body)
+    if args.plot:
+        plot(res, args, args.plot)
+    if args.out:
+        specs = "\n".join(f"- MOA {ROWS[k]}: `{cls} {cli}`" for k, (cls, cli)
+                          in moa_specs(args.n_models).items())  # fmt: skip
+        intro = (f"{args.n:,} examples per stream, drift at {args.n // 2:,}, "
+                 f"{args.n_models} Hoeffding trees per model, seeds {args.seeds} "
+                 f"(river: the first {args.river_seeds}); examples/s on the {args.clock} "
+                 "clock; accuracy = prequential, "
+                 "mean ± sd over seeds. Plot: `drift.png` (accuracy per block of "
+                 f"{args.window}, mean over seeds).\n\n{specs}\n\n")  # fmt: skip
+        write_result(args.out, "Drifting streams: Chorus vs MOA vs river", "drift.py",
+                     argv if argv is not None else sys.argv[1:], intro + body)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

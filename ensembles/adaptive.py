@@ -1,0 +1,108 @@
+"""The options of adaptive online bagging (ADWIN, leveraging, weighted vote, window) and the
+arrays behind them: built, saved, loaded and described here; the kernels are in
+``_adaptive.py``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from . import _adaptive as ak
+from . import adwin, ddm
+from .diversity import window_diversity
+
+DRIFTS = {None: ak.NO_DRIFT, "adwin": ak.DRIFT_ADWIN, "ddm": ak.DRIFT_DDM}
+DEFAULT_WINDOW = 1000  # when drift or the weighted vote is on and no window is given
+ADWIN_CLOCK = 32  # MOA's defaults
+ADWIN_MIN_LEN = 5
+
+
+def check_options(*, poisson_lambda: Any, drift: Any, drift_delta: Any, window: Any) -> None:
+    """``ValueError`` naming the valid choices of each option."""
+    if drift not in DRIFTS:
+        raise ValueError(f"drift must be one of {list(DRIFTS)}, got {drift!r}")
+    if (
+        not isinstance(poisson_lambda, int | float)
+        or isinstance(poisson_lambda, bool)
+        or not (0.0 < poisson_lambda <= 100.0 and math.isfinite(poisson_lambda))
+    ):
+        raise ValueError(f"poisson_lambda must be a number in (0, 100], got {poisson_lambda!r}")
+    if not isinstance(drift_delta, int | float) or not 0.0 < drift_delta < 1.0:
+        raise ValueError(f"drift_delta must be in (0, 1), got {drift_delta!r}")
+    if window is not None and (
+        not isinstance(window, int | np.integer) or isinstance(window, bool)
+        or not 0 <= window <= 100_000
+    ):  # fmt: skip
+        raise ValueError(f"window must be None or an integer in [0, 100000], got {window!r}")
+
+
+def new_state(n_models: int, window: int, poisson_lambda: float, drift_delta: float):
+    """Fresh arrays for ``n_models`` members and a window of ``window`` examples."""
+    M = n_models
+    return ak.AdaptiveState(
+        fpar=np.array([float(poisson_lambda), float(drift_delta)]),
+        adwin=adwin.adwin_state(M),
+        ddm=ddm.ddm_state(M),
+        win_pred=np.full((window, M), ak.RESET, np.int32),
+        win_y=np.zeros(window, np.int64),
+        win_ok=np.zeros(M, np.int64),
+        win_n=np.zeros(M, np.int64),
+        resets=np.zeros(M, np.int64),
+        counters=np.zeros(3, np.int64),
+        mpred=np.full(M, -1, np.int64),
+    )
+
+
+_SAVED = ("win_pred", "win_y", "win_ok", "win_n", "resets", "counters")
+
+
+def state_arrays(st) -> dict[str, np.ndarray]:
+    """The arrays a saved state keeps (``to_state``): detectors, window, counters."""
+    out = adwin.adwin_arrays(st.adwin, "adwin.")
+    out["ddm.state"] = st.ddm.copy()
+    out.update({f"window.{name}": getattr(st, name).copy() for name in _SAVED})
+    return out
+
+
+def load_state_arrays(st, arrays: dict[str, np.ndarray]) -> None:
+    """Load ``state_arrays`` output into ``st`` (built with the same options), in place."""
+    adwin.load_adwin_arrays(st.adwin, arrays, "adwin.")
+    src = np.asarray(arrays["ddm.state"])
+    if src.shape != st.ddm.shape or src.dtype != st.ddm.dtype:
+        raise ValueError(f"state array ddm.state has shape {src.shape} / {src.dtype}")
+    st.ddm[...] = src
+    for name in _SAVED:
+        src = np.asarray(arrays[f"window.{name}"])
+        dst = getattr(st, name)
+        if src.shape != dst.shape or src.dtype != dst.dtype:
+            raise ValueError(f"state array window.{name} has shape {src.shape} / {src.dtype}, "
+                             f"want {dst.shape} / {dst.dtype}")  # fmt: skip
+        dst[...] = src
+
+
+def describe(st, window: int, drift: str | None) -> dict:
+    """``{"n_drifts", "diversity", "members": [{...}]}`` for ``OnlineBagging.describe``."""
+    M = st.win_ok.shape[0]
+    members: list[dict] = [{} for _ in range(M)]
+    out: dict[str, Any] = {"n_drifts": int(st.counters[ak.RESETS]), "members": members}
+    for m in range(M if drift is not None else 0):
+        if drift == "adwin":
+            members[m]["drift_error"] = float(adwin.adwin_estimate.py_func(st.adwin, m))
+            members[m]["drift_window"] = int(st.adwin.iv[m, adwin.WIDTH])
+        else:  # ddm: error rate since the last drift, and whether it is at the warning level
+            members[m]["drift_error"] = float(st.ddm[m, ddm.P]) if st.ddm[m, ddm.N] else None
+            members[m]["drift_window"] = int(st.ddm[m, ddm.N])
+            members[m]["warning"] = bool(st.ddm[m, ddm.WARNING])
+        members[m]["resets"] = int(st.resets[m])
+    if window > 0:
+        filled = int(st.counters[ak.FILLED])
+        preds = st.win_pred[:filled].astype(np.int64)
+        y = st.win_y[:filled]
+        div = window_diversity(preds, y, preds != ak.RESET)
+        for m, acc in enumerate(div.pop("member_accuracy")):
+            members[m]["window_accuracy"] = acc
+        div["window"] = window
+        out["diversity"] = div
+    return out

@@ -1,0 +1,401 @@
+"""Drift adaptation (ADWIN, leveraging bagging), the weighted vote and live diversity."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import numpy as np
+import pytest
+
+from ensembles import OnlineBagging, build_model, load_state
+from ensembles._kernels import member_predict
+from ensembles.adwin import ADWIN
+from ensembles.diversity import pair_stats, window_diversity
+from learners import HoeffdingTree, NaiveBayes
+from learners.compiled import tree_reset
+from learners.jit import kernel
+
+
+def flip_stream(n: int, drift_at: int, seed: int = 0):
+    """Three numeric features, y = (x0 + x1 > 1) with 5% noise; from ``drift_at`` on the
+    concept is inverted (an abrupt drift)."""
+    rng = random.Random(seed)
+    for i in range(n):
+        x = {f"x{j}": rng.random() for j in range(3)}
+        y = (x["x0"] + x["x1"] > 1.0) != (i >= drift_at)
+        if rng.random() < 0.05:
+            y = not y
+        yield x, y
+
+
+def prequential(model, data) -> np.ndarray:
+    ok = []
+    for x, y in data:
+        ok.append(model.predict_one(x) == y)
+        model.learn_one(x, y)
+    return np.array(ok, dtype=float)
+
+
+def windowed(ok: np.ndarray, w: int) -> np.ndarray:
+    c = np.concatenate([[0.0], np.cumsum(ok)])
+    return (c[w:] - c[:-w]) / w  # [i] = accuracy on examples i .. i+w-1
+
+
+# ----------------------------------------------------------------------------- ADWIN itself
+def test_adwin_no_false_alarm_on_a_stationary_stream():
+    rng = np.random.default_rng(7)
+    det = ADWIN(delta=0.002)
+    changes = det.update_many((rng.random(30_000) < 0.3).astype(float))
+    assert changes.sum() == 0 and det.n_changes == 0
+    assert det.width == 30_000
+    assert abs(det.estimation - 0.3) < 0.01
+
+
+def test_adwin_detects_a_mean_shift_soon_and_forgets_the_old_mean():
+    rng = np.random.default_rng(3)
+    det = ADWIN(delta=0.002)
+    before = (rng.random(5000) < 0.2).astype(float)
+    after = (rng.random(2000) < 0.6).astype(float)
+    changes = det.update_many(np.concatenate([before, after]))
+    first = int(np.flatnonzero(changes)[0])
+    assert 5000 < first < 5000 + 200  # after the shift, within 200 values (checked every 32)
+    assert det.width < 2000 + 200  # the old part of the window is gone
+    assert abs(det.estimation - 0.6) < 0.05
+
+
+def test_adwin_hand_made_sequence():
+    """100 zeros, then ones, cuts checked at every value (clock 1, min_len 5, delta 0.01).
+
+    Only the cut between the zeros and the k ones can exceed the bound (any other split puts
+    ones into W0 or zeros into W1 and narrows the gap), where |u0 - u1| = 1 and, by hand,
+    n = 100 + k, v = (k / n)(1 - k / n), dd = ln(2 ln(n) / 0.01), m = 1/96 + 1/(k - 4),
+    eps = sqrt(2 m v dd) + 2/3 dd m: k = 12 gives eps = 1.040 (no cut), k = 13 gives
+    eps = 0.967 (cut). So the first change is raised by the 13th one."""
+    det = ADWIN(delta=0.01, clock=1, min_len=5)
+    assert not det.update_many([0.0] * 100).any()
+    assert det.width == 100 and det.estimation == 0.0 and det.variance == 0.0
+    changes = det.update_many([1.0] * 100)
+    assert int(np.flatnonzero(changes)[0]) == 12
+    assert det.n_changes == int(changes.sum())
+    # only zeros were dropped (from the oldest end): every one is still in the window
+    assert det.estimation == pytest.approx(100 / det.width)
+    assert det.width < 200
+
+
+def test_adwin_state_is_bounded_for_long_streams():
+    det = ADWIN()
+    det.update_many(np.zeros(200_000))
+    assert det.width == 200_000
+    assert int(det._st.iv[0, 1]) <= 16  # levels in use: log2(200000 / 5) + 1
+
+
+# ----------------------------------------------------------------------------- recovery
+def recovery(ok: np.ndarray, drift_at: int, w: int = 500) -> tuple[float, int | None]:
+    """Windowed accuracy before the drift (examples drift_at - w .. drift_at - 1), and the
+    number of examples after the drift at which a window starts that is back within 2 points
+    of it (``None``: never)."""
+    acc = windowed(ok, w)
+    pre = float(acc[drift_at - w])
+    back = np.flatnonzero(acc[drift_at:] >= pre - 0.02)
+    return pre, int(back[0]) if back.size else None
+
+
+def test_adwin_bagging_recovers_from_an_abrupt_drift_and_plain_bagging_does_not():
+    """Drift after 6000 examples. Bound: 2000 examples (measured: ADWIN + weighted vote is
+    back after 730-1810 on seeds 1-3; plain bagging after 2850-4070, ADWIN with the average
+    vote after 1860-3640: only one member is reset per change, and the stale majority keeps
+    the average vote wrong until the fresh members are many)."""
+    data = list(flip_stream(12_000, drift_at=6000, seed=1))
+    plain = OnlineBagging(HoeffdingTree(), n_models=10, seed=1)
+    adwin = OnlineBagging(HoeffdingTree(), n_models=10, seed=1, drift="adwin")
+    weighted = OnlineBagging(HoeffdingTree(), n_models=10, seed=1, drift="adwin", vote="weighted")
+    results = {name: recovery(prequential(model, data), 6000)
+               for name, model in [("plain", plain), ("adwin", adwin), ("weighted", weighted)]}  # fmt: skip
+    for pre, _ in results.values():
+        assert pre > 0.88
+    bound = 2000
+    assert results["weighted"][1] is not None and results["weighted"][1] <= bound
+    assert results["plain"][1] is None or results["plain"][1] > bound
+    assert results["adwin"][1] is not None
+    assert results["plain"][1] is None or results["adwin"][1] < results["plain"][1]
+    assert weighted.describe()["n_drifts"] >= 3
+
+
+def test_leveraging_bagging_recovers_too():
+    data = list(flip_stream(9000, drift_at=6000, seed=3))
+    model = OnlineBagging(HoeffdingTree(), n_models=10, seed=1, drift="adwin", poisson_lambda=6.0,
+                          vote="weighted")  # fmt: skip
+    pre, back = recovery(prequential(model, data), 6000)
+    assert back is not None and back <= 2000  # measured: 1259
+    assert model.describe()["n_drifts"] > 0
+
+
+# ----------------------------------------------------------------------------- same model
+def test_default_is_unchanged_and_the_window_does_not_change_what_is_learned():
+    data = list(flip_stream(3000, drift_at=1500, seed=3))
+    a = OnlineBagging(HoeffdingTree(grace_period=50), n_models=5, seed=2)
+    b = OnlineBagging(HoeffdingTree(grace_period=50), n_models=5, seed=2, window=300)
+    assert not a.adaptive and b.adaptive
+    assert a.predict_learn_many([x for x, _ in data], [y for _, y in data]) == \
+        b.predict_learn_many([x for x, _ in data], [y for _, y in data])  # fmt: skip
+    sa, sb = a.to_state()["arrays"], b.to_state()["arrays"]
+    assert all(np.array_equal(sa[k], sb[k]) for k in sa)
+    assert "diversity" in b.describe() and "diversity" not in a.describe()
+
+
+@pytest.mark.parametrize(
+    "options", [{"drift": "adwin"}, {"drift": "adwin", "poisson_lambda": 6.0, "vote": "weighted"}]
+)
+def test_state_round_trip_with_detectors_continues_bit_identically(options):
+    data = list(flip_stream(5000, drift_at=2000, seed=4))
+    model = OnlineBagging(HoeffdingTree(), n_models=6, seed=5, **options)
+    for x, y in data[:3000]:
+        model.learn_one(x, y)
+    assert model.describe()["n_drifts"] > 0
+    copies = [load_state(model.to_state()), pickle.loads(pickle.dumps(model))]
+    rest = data[3000:]
+    want = model.predict_learn_many([x for x, _ in rest], [y for _, y in rest])
+    for copy in copies:
+        assert copy.predict_learn_many([x for x, _ in rest], [y for _, y in rest]) == want
+        assert copy.describe() == model.describe()
+
+
+def test_same_seed_same_stream_same_model_and_resets():
+    data = list(flip_stream(4000, drift_at=2000, seed=5))
+    runs = []
+    for _ in range(2):
+        model = OnlineBagging(NaiveBayes(), n_models=5, seed=9, drift="adwin", poisson_lambda=6.0)
+        model.learn_many([x for x, _ in data], [y for _, y in data])
+        runs.append(model.describe())
+        assert model.n_drifts == runs[-1]["n_drifts"]
+        assert model.diversity() == runs[-1]["diversity"]
+    assert runs[0] == runs[1]
+    assert runs[0]["n_drifts"] > 0
+    assert sum(m["resets"] for m in runs[0]["members"]) == runs[0]["n_drifts"]
+
+
+def test_batch_and_per_row_forms_agree_with_detectors():
+    data = list(flip_stream(3000, drift_at=1000, seed=6))
+    a = OnlineBagging(HoeffdingTree(), n_models=4, seed=1, drift="adwin", vote="weighted")
+    b = a.clone()
+    pa = a.predict_learn_many([x for x, _ in data], [y for _, y in data])
+    pb = [b.predict_learn_one(x, y) for x, y in data]
+    assert pa == pb and a.describe() == b.describe()
+
+
+def test_specs_carry_the_options():
+    spec = {
+        "ensemble": "bagging",
+        "learner": "hoeffding_tree",
+        "n_models": 3,
+        "seed": 1,
+        "params": {"drift": "adwin", "poisson_lambda": 6, "vote": "weighted", "window": 200},
+    }
+    model = build_model(spec)
+    assert (model.drift, model.poisson_lambda, model.vote, model.window) == (
+        "adwin",
+        6,
+        "weighted",
+        200,
+    )
+    assert build_model(model.spec()).spec() == model.spec()
+    plain = build_model({"ensemble": "bagging", "n_models": 3})
+    assert set(plain.spec()["params"]) & {"drift", "poisson_lambda", "window"} == set()
+
+
+@pytest.mark.parametrize(
+    "bad, word",
+    [
+        ({"drift": "ddm2"}, "drift"),
+        ({"poisson_lambda": 0}, "poisson_lambda"),
+        ({"window": -1}, "window"),
+        ({"vote": "best"}, "weighted"),
+        ({"drift_delta": 2.0}, "drift_delta"),
+    ],
+)
+def test_invalid_options_name_the_choices(bad, word):
+    with pytest.raises(ValueError, match=word):
+        OnlineBagging(HoeffdingTree(), **bad)
+
+
+def test_boosting_has_no_weighted_vote():
+    from ensembles import OnlineBoosting
+
+    with pytest.raises(ValueError, match="average"):
+        OnlineBoosting(HoeffdingTree(), vote="weighted")
+
+
+# ----------------------------------------------------------------------------- reset kernel
+def test_a_reset_member_learns_as_a_fresh_one():
+    data = list(flip_stream(11_000, drift_at=20_000, seed=8))
+    X = [dict(x, c="abcd"[int(x["x0"] * 4)]) for x, _ in data]  # categorical rows too
+    y = [v for _, v in data]
+    old, new = slice(0, 6000), slice(6000, 11_000)
+    used = OnlineBagging(HoeffdingTree(grace_period=50), n_models=2, seed=0)
+    for m in range(2):
+        used._member_fit(m, X[old], y[old], np.ones(6000))
+    T = used._backend.bank.T
+    assert T.n_nodes[0] > 1 and T.n_nodes[1] > 1
+    kernel(tree_reset)(used._backend.bank.view(), 0)
+    assert T.n_nodes[0] == 1 and T.n_keys[0] == 0 and T.n_nodes[1] > 1
+    used._member_fit(0, X[new], y[new], np.ones(5000))
+    fresh = OnlineBagging(HoeffdingTree(grace_period=50), n_models=1, seed=0)
+    fresh._member_fit(0, X[new], y[new], np.ones(5000))
+    assert np.array_equal(used._member_correct(0, X, y), fresh._member_correct(0, X, y))
+    n = int(fresh._backend.bank.T.n_nodes[0])
+    assert used._backend.bank.T.n_nodes[0] == n > 1
+
+
+# ----------------------------------------------------------------------------- diversity
+def test_pair_statistics_by_hand():
+    # 8 examples, truth all class 0; member i right on 0-4, member k right on 2-6
+    y = np.zeros(8, np.int64)
+    pi = np.array([0, 0, 0, 0, 0, 1, 1, 1])
+    pk = np.array([1, 1, 0, 0, 0, 0, 0, 2])
+    st = pair_stats(pi, pk, y)
+    # N11 = 3 (2,3,4), N00 = 1 (7), N10 = 2 (0,1), N01 = 2 (5,6)
+    assert st["disagreement"] == pytest.approx(4 / 8)
+    assert st["q"] == pytest.approx((3 * 1 - 2 * 2) / (3 * 1 + 2 * 2))  # -1/7
+    # labels alike on 2,3,4: theta1 = 3/8; P_i = (5/8, 3/8, 0), P_k = (5/8, 2/8, 1/8)
+    theta2 = 5 / 8 * 5 / 8 + 3 / 8 * 2 / 8
+    assert st["kappa"] == pytest.approx((3 / 8 - theta2) / (1 - theta2))
+
+
+def test_window_diversity_skips_reset_entries_and_undefined_pairs():
+    y = np.array([0, 1, 0, 1])
+    preds = np.array([[0, 0, 0], [1, 1, 1], [0, 0, 1], [1, 0, 1]])
+    valid = np.ones_like(preds, dtype=bool)
+    valid[:2, 2] = False  # member 2 was reset after the first two examples
+    d = window_diversity(preds, y, valid)
+    assert d["member_accuracy"] == [1.0, 0.75, 0.5]
+    # (0,1) on all 4: N11=3, N10=1 -> disagreement 1/4; Q = (3*0 - 1*0) / (0 + 0): undefined;
+    #   labels 0101 vs 0100: theta1 = 3/4, theta2 = 1/2*3/4 + 1/2*1/4 = 1/2 -> kappa 1/2
+    # (0,2) on the last 2: N10=1, N11=1 -> 1/2; Q undefined; labels 01 vs 11: theta1 = 1/2,
+    #   theta2 = 1/2*0 + 1/2*1 = 1/2 -> kappa 0
+    # (1,2) on the last 2: N10=1, N01=1 -> 1; Q = (0 - 1) / (0 + 1) = -1; labels 00 vs 11:
+    #   theta1 = 0, theta2 = 0 -> kappa 0
+    assert d["disagreement"] == pytest.approx((1 / 4 + 1 / 2 + 1) / 3)
+    assert d["q_statistic"] == pytest.approx(-1.0)
+    assert d["kappa"] == pytest.approx((1 / 2 + 0 + 0) / 3)
+    assert d["n"] == 4
+
+
+def test_live_diversity_matches_a_recount_of_the_members_predictions():
+    """The window the kernel keeps holds each member's prediction before it learned: recount it
+    from outside with the per-member kernel, example by example."""
+    data = list(flip_stream(120, drift_at=10_000, seed=9))
+    model = OnlineBagging(NaiveBayes(), n_models=3, seed=4, window=50)
+    bank = model._backend.bank
+    preds, codes = [], []
+    for x, y in data:
+        out = np.full(1, -1, np.int64)
+        row = []
+        for m in range(3):
+            if bank.schema.n_classes:
+                xn, xc, _, _ = bank.schema.encode_rows([x], grow=False)
+                kernel(member_predict)(bank.view(), m, xn, xc, bank.schema.n_classes,
+                                       bank.schema.code_attr_array, out)  # fmt: skip
+            row.append(int(out[0]))
+        preds.append(row)
+        model.learn_one(x, y)
+        codes.append(bank.schema.class_index[y])
+    P, labels = np.array(preds[-50:]), np.array(codes[-50:])
+    expect = window_diversity(P, labels, np.ones_like(P, dtype=bool))
+    d = model.describe()
+    assert d["diversity"]["n"] == 50 and d["diversity"]["disagreement"] is not None
+    for key in ("disagreement", "q_statistic", "kappa"):
+        assert d["diversity"][key] == pytest.approx(expect[key])
+    assert [m["window_accuracy"] for m in d["members"]] == pytest.approx(expect["member_accuracy"])
+
+
+def test_window_diversity_equals_the_pairwise_definitions_on_random_windows():
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        N, M = int(rng.integers(1, 40)), int(rng.integers(2, 6))
+        y = rng.integers(0, 3, N)
+        preds = np.where(rng.random((N, M)) < 0.7, y[:, None], rng.integers(-1, 3, (N, M)))
+        valid = rng.random((N, M)) < 0.8
+        d = window_diversity(preds, y, valid)
+        sums = {"disagreement": [], "q": [], "kappa": []}
+        for i in range(M):
+            for k in range(i + 1, M):
+                both = valid[:, i] & valid[:, k]
+                st = pair_stats(preds[both, i], preds[both, k], y[both])
+                for key in sums:
+                    if st[key] is not None:
+                        sums[key].append(st[key])
+        for key, name in [
+            ("disagreement", "disagreement"),
+            ("q", "q_statistic"),
+            ("kappa", "kappa"),
+        ]:
+            want = float(np.mean(sums[key])) if sums[key] else None
+            assert d[name] == pytest.approx(want), (key, N, M)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"drift": "adwin"},
+        {"drift": "adwin", "poisson_lambda": 6.0, "vote": "weighted", "window": 100},
+    ],
+)
+def test_river_loop_reuses_the_prediction_and_learns_the_same_model(options):
+    """predict_one(x) then learn_one(x, y) (the kernel reuses the members' predictions of x),
+    the same with a copy of x (nothing reused), and predict_learn_one: the same model."""
+    data = list(flip_stream(3000, drift_at=1500, seed=12))
+    models = [OnlineBagging(HoeffdingTree(), n_models=5, seed=2, **options) for _ in range(3)]
+    preds: list[list] = [[], [], []]
+    for x, y in data:
+        preds[0].append(models[0].predict_one(x))
+        models[0].learn_one(x, y)
+        preds[1].append(models[1].predict_one(x))
+        models[1].learn_one(dict(x), y)
+        p = models[2].predict_learn_one(x, y)
+        preds[2].append(max(p, key=p.get) if p else None)
+    assert preds[0] == preds[1] == preds[2]
+    assert models[0].describe() == models[1].describe() == models[2].describe()
+    assert models[0].n_drifts > 0
+
+
+# ----------------------------------------------------------------------------- DDM
+def _ddm_levels(errs):
+    from ensembles import ddm
+
+    st = ddm.ddm_state(1)
+    out = np.zeros(len(errs), np.int64)
+    kernel(ddm.ddm_feed)(st, 0, np.asarray(errs, dtype=np.float64), out)
+    return out, st
+
+
+def test_ddm_hand_made_sequences():
+    from ensembles import ddm
+
+    # 50 right, then one wrong: p_min = s_min = 0 so far, and p + s > 0 = p_min + 3 s_min
+    levels, _ = _ddm_levels([0.0] * 50 + [1.0])
+    assert levels[:50].tolist() == [ddm.NONE] * 50 and levels[50] == ddm.DRIFT
+    # fewer than 30 values: never a signal
+    assert not _ddm_levels([0.0] * 10 + [1.0] * 19)[0].any()
+    # error rate 1/4 (0,0,0,1 repeated): the rate's wobble, about 0.75 / i, stays far below
+    # 2 s_min (about 0.043 at i = 400): no warning; then only errors: p + s climbs ~0.0019 a
+    # value from 0.27 and passes p_min + 3 s_min within ~40 values, after a warning
+    errs = [0.0, 0.0, 0.0, 1.0] * 100 + [1.0] * 100
+    levels, st = _ddm_levels(errs)
+    assert not levels[:400].any()
+    first = int(np.flatnonzero(levels == ddm.DRIFT)[0])
+    assert 400 < first < 460
+    assert (levels[400:first] == ddm.WARN).any()
+    assert st[0, ddm.N] == len(errs) - first - 1  # restarted after the drift
+
+
+def test_ddm_bagging_recovers_from_an_abrupt_drift():
+    data = list(flip_stream(12_000, drift_at=6000, seed=1))
+    model = OnlineBagging(HoeffdingTree(), n_models=10, seed=1, drift="ddm", vote="weighted")
+    pre, back = recovery(prequential(model, data), 6000)
+    # measured: back after 35-77 examples on seeds 1-3 (every member whose detector fires is
+    # reset, so nearly all are reset right after the flip; ADWIN bagging resets one per change)
+    assert pre > 0.88 and back is not None and back <= 300
+    d = model.describe()
+    assert d["n_drifts"] >= 1 and all("warning" in m for m in d["members"])
+    assert load_state(model.to_state()).describe() == d
