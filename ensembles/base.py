@@ -238,6 +238,7 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
             if start >= len(w):
                 break
             bank.grow_nodes(need)
+        bank.sync()  # the kernel may have grown the class-entry pools
 
     def _member_correct(self, m: int, X, y, enc=None) -> np.ndarray:
         """Boolean per row: does member m classify it correctly?"""
