@@ -174,10 +174,8 @@ def ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_le
     """
     R = xn.shape[0]
     C = classes_needed(n_cls, ys, start, do_learn)
-    pk = np.empty(C, np.int64)  # a member's sparse probabilities (tree_proba)
+    pk = np.empty(C, np.int64)  # a member's sparse probabilities (tree_proba; learning's scratch)
     pv = np.empty(C)
-    sk = np.empty(C, np.int64)  # scratch of tree_learn
-    sv = np.empty(C)
     hint = np.full((B.kind.shape[0], 2), -1, dtype=np.int64)  # NB results reused by learning
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
@@ -193,8 +191,8 @@ def ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_le
         if do_learn and ws[r] > 0.0:
             nc = classes_after(n_cls, ys, r)
             if method == BAGGING:
-                bagging_learn(B, ipar, fstate, xr, cr, ys[r], ws[r], seqs[r], nc, code_attr, sk,
-                              sv, hint)  # fmt: skip
+                bagging_learn(B, ipar, fstate, xr, cr, ys[r], ws[r], seqs[r], nc, code_attr, pk,
+                              pv, hint)  # fmt: skip
             else:
                 boosting_learn(B, ipar, fstate, xr, cr, ys[r], ws[r], seqs[r], nc, code_attr, pk,
                                pv, hint)  # fmt: skip

@@ -429,7 +429,7 @@ class TreeBank:
                          do_learn, out, self._ncls1, s.code_attr_array, need):  # fmt: skip
             self.grow_nodes(need)
             B = self.view(interp)  # grown arrays: a new struct
-        if self.T.pgen[0] != self._pgen:
+        if do_learn and self.T.pgen[0] != self._pgen:  # (only learning grows the pools)
             self.sync()
         if do_learn and w > 0.0:
             self.n_seen += 1

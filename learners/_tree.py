@@ -546,9 +546,11 @@ def entry_of(T, pool, at, ln, m, row, k):
 def add_weight(T, at, ln, m, row, k, w):
     """Add w to the weight of class k of a weight row (headers ``at``/``ln``)."""
     a = at[m, row]
-    p = entry_pos(T.wc, m, a, ln[m, row], k)
-    i = a + p if p >= 0 else entry_of(T, WPOOL, at, ln, m, row, k)
-    T.wv[m, i] += w
+    if k < ln[m, row] and T.wc[m, a + k] == k:  # the usual few classes: no search, no call
+        T.wv[m, a + k] += w
+    else:
+        i = entry_of(T, WPOOL, at, ln, m, row, k)  # first: it may replace T.wv
+        T.wv[m, i] += w
 
 
 @nb.njit(cache=True)
@@ -883,8 +885,11 @@ def sort_to_leaf(T, P, m, xn, xc, n_classes, grow):
     """
     node = 0
     last_nonempty = 0
+    d_at = T.d_at
+    d_len = T.d_len
+    wc = T.wc  # (routing grows no class blocks)
     while True:
-        if has_weight(T, m, node, n_classes):
+        if d_len[m, node] > 0 and wc[m, d_at[m, node]] < n_classes:  # has_weight
             last_nonempty = node
         kd = T.kind[m, node]
         if kd == LEAF:
@@ -945,10 +950,10 @@ def update_leaf(T, m, node, xn, xc, y, w, code_attr):
             o = o_of[m, s, j] if j < o_of.shape[2] else row_find(T, m, s, j, KEY_OBSERVER)
             if o < 0:
                 o = add_observer(T, m, s, j)
-            p = entry_pos(gc, m, g_at[m, o], g_len[m, o], y)
-            if p >= 0:
-                b = (g_at[m, o] + p) * NUM_STATS
-            else:  # a class new to the observer (the pool may grow: its arrays are read anew)
+            ga = g_at[m, o]
+            if y < g_len[m, o] and gc[m, ga + y] == y:  # the usual few classes: no search
+                b = (ga + y) * NUM_STATS
+            else:  # a search; or a class new to the observer (the pool may grow: read it anew)
                 b = entry_of(T, GPOOL, g_at, g_len, m, o, y) * NUM_STATS
                 gc = T.gc
                 gv = T.gv
@@ -1229,6 +1234,8 @@ def normalize_node(T, m, node, n_classes, pk, pv):
 def weight_of(wc, wv, m, a, n, k, j):
     """(weight of class k, where the search stops) in the block at ``a`` with n entries, scanning
     from offset j (classes are asked in increasing order: a merge)."""
+    if k < n and wc[m, a + k] == k:  # the usual few classes: at their own offset
+        return wv[m, a + k], k
     while j < n and wc[m, a + j] < k:
         j += 1
     if j < n and wc[m, a + j] == k:
@@ -1295,10 +1302,13 @@ def nb_proba(T, m, node, xn, xc, n_classes, pk, pv):
         q = 0
         for i in range(dn):
             k = pk[i]
-            while q < gn and gc[m, ga + q] < k:
-                q += 1
-            if q >= gn or gc[m, ga + q] != k:
-                continue  # no weight for the class
+            if k < gn and gc[m, ga + k] == k:  # the usual few classes: at their own offset
+                q = k
+            else:
+                while q < gn and gc[m, ga + q] < k:
+                    q += 1
+                if q >= gn or gc[m, ga + q] != k:
+                    continue  # no weight for the class
             b = (ga + q) * NUM_STATS
             if gv[m, b + W] <= 0.0:
                 continue
@@ -1465,6 +1475,8 @@ def attempt_split(T, P, m, node, n_classes, code_attr):
     da, dn = weights_below(T, T.d_at, T.d_len, m, node, n_classes)
     if dn < 2:  # entries have weight > 0: fewer than two classes
         return
+    if T.n_nodes[m] + 2 > P.max_nodes:
+        return  # a full tree splits no more (every split adds >= 2 nodes): skip the search
     tot = block_sum(T.wv, m, da, dn)
     lhs = np.empty(dn)
     best, second, bkind, battr, bthr = best_splits(T, P, m, node, n_classes, code_attr, lhs)
@@ -1528,7 +1540,11 @@ def attempt_split(T, P, m, node, n_classes, code_attr):
 @nb.njit(cache=True)
 def has_class(T, m, node, y):
     """Whether class y has weight at the node."""
-    return entry_pos(T.wc, m, T.d_at[m, node], T.d_len[m, node], y) >= 0
+    a = T.d_at[m, node]
+    n = T.d_len[m, node]
+    if y < n and T.wc[m, a + y] == y:  # the usual few classes: at their own offset
+        return True
+    return entry_pos(T.wc, m, a, n, y) >= 0
 
 
 @nb.njit(cache=True)
