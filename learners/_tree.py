@@ -38,10 +38,11 @@ Class entries. A row's per-class statistics are one *block* of a per-member pool
 (class code, weight) for the weight rows of nodes, feature rows and value rows, ``gc``/``gv``
 (class code, ``NUM_STATS`` floats) for the Gaussian observers. ``*_at`` is the block's first
 entry (-1: none) and ``*_len`` its number of entries, sorted by class code; the block holds
-``block_cap(len)`` entries (0, 2, 4, 8, ...). A class new to a row is sorted in; a full block
+``block_cap(len)`` entries (0, 1, 2, 4, 8, ...). A class new to a row is sorted in; a full block
 moves to a new one of twice the size at the pool's end and its old entries become garbage
-(``w_dead``/``g_dead``). A pool that is out of room compacts the member's blocks when at least
-half of what it used is garbage, else doubles (for every member; ``pgen`` counts the
+(``w_dead``/``g_dead``). A member's blocks are compacted when at least half of what it used is
+garbage (decided on those counts only, so the layout never depends on capacities); a pool out of
+room doubles (for every member; ``pgen`` counts the
 reallocations so that Python picks the new arrays up). So a row costs O(classes it saw) bytes and
 a leaf's prediction O(classes seen at the leaf), and every sum over classes runs in class-code
 order over the entries present: the same floating-point sums as over the dense ``[.., C]``
@@ -396,10 +397,11 @@ def build_index(T):
 # --------------------------------------------------------------------------- class entries
 @nb.njit(cache=True)
 def block_cap(n):
-    """Entries of the block of a row with n class entries: 0, 2, 4, 8, ..."""
+    """Entries of the block of a row with n class entries: 0, 1, 2, 4, 8, ... (most value rows
+    of a high-cardinality feature see one class)."""
     if n == 0:
         return 0
-    c = 2
+    c = 1
     while c < n:
         c *= 2
     return c
@@ -466,12 +468,21 @@ def compact_rows(cls, val, width, at, ln, n_rows, m, tc, tv, pos):
 
 
 @nb.njit(cache=True)
+def must_compact(used, dead, m):
+    """Whether member m's blocks are compacted before its next new block: when at least half of
+    what it used is garbage. Decided on used and garbage only, never on the capacity, so that the
+    layout (saved in the state) does not depend on when arrays grew or whether a state was
+    reloaded."""
+    return dead[m] >= 32 and 2 * dead[m] >= used[m]
+
+
+@nb.njit(cache=True)
 def pool_make_room(T, pool, m, size):
     """Room for a block of ``size`` entries in member m's part of ``pool``: its blocks are
-    compacted when at least half of what it used is garbage, and the pool (every member's part)
-    doubles if that is not enough."""
+    compacted when ``must_compact``, and the pool (every member's part) doubles if there is not
+    room enough."""
     cls, val, width, used, dead = pool_of(T, pool)
-    if dead[m] > 0 and 2 * dead[m] >= used[m]:
+    if must_compact(used, dead, m):
         tc = np.full(used[m], -1, np.int64)  # (entries past a block's length stay clean)
         tv = np.zeros(used[m] * width)
         if pool == WPOOL:
@@ -515,7 +526,7 @@ def entry_of(T, pool, at, ln, m, row, k):
     p = -1 - p
     if n == block_cap(n):  # full (or none): a block twice the size
         size = block_cap(n + 1)
-        if used[m] + size > cls.shape[1]:
+        if used[m] + size > cls.shape[1] or must_compact(used, dead, m):
             pool_make_room(T, pool, m, size)
             cls, val, width, used, dead = pool_of(T, pool)
             a = at[m, row]  # compaction moves blocks
