@@ -34,6 +34,7 @@ import numpy as np
 from learners.compiled import (
     KERNEL_SOURCES,
     classes_after,
+    classes_needed,
     has_room,
     tree_learn,
     tree_proba,
@@ -90,21 +91,22 @@ def member_weight(ipar, st, m):
 
 
 @nb.njit(cache=True)
-def adaptive_predict(B, ipar, st, xr, cr, n, code_attr, p, hint, out_row):
+def adaptive_predict(B, ipar, st, xr, cr, n, code_attr, pk, pv, hint, out_row):
     """The vote (majority, average, or accuracy-weighted average); members' top classes are
-    kept in ``st.mpred`` for the learning step."""
-    out_row[:] = 0.0
+    kept in ``st.mpred`` for the learning step. Members' probabilities are sparse."""
+    out_row[:n] = 0.0
     total = 0.0
     for m in range(B.kind.shape[0]):
-        if tree_proba(B, B, m, xr, cr, n, code_attr, p, hint):
-            top = argmax(p, n)
+        k = tree_proba(B, B, m, xr, cr, n, code_attr, pk, pv, hint)
+        if k > 0:
+            top = argmax(pk, pv, k)
             st.mpred[m] = top
             wt = member_weight(ipar, st, m)
             if ipar[VOTE] == VOTE_MAJORITY:
                 out_row[top] += wt
             else:
-                for c in range(n):
-                    out_row[c] += wt * p[c]
+                for i in range(k):
+                    out_row[pk[i]] += wt * pv[i]
             total += wt
         else:
             st.mpred[m] = -1
@@ -157,7 +159,7 @@ def reset_member(B, ipar, st, m, hint):
 
 
 @nb.njit(cache=True)
-def adaptive_learn(B, ipar, st, xr, cr, y, w, seq, nc, code_attr, p, scratch, hint):
+def adaptive_learn(B, ipar, st, xr, cr, y, w, seq, nc, code_attr, pk, pv, hint):
     """Bagging with Poisson(lambda) weights, then the window and the detectors (module doc)."""
     M = B.kind.shape[0]
     lam = st.fpar[LAMBDA]
@@ -170,9 +172,10 @@ def adaptive_learn(B, ipar, st, xr, cr, y, w, seq, nc, code_attr, p, scratch, hi
         )  # k ~ Poisson(lambda), keyed by (seed, example, member)
         correct = st.mpred[m] == y  # (a member that does not learn it is unchanged)
         if k > 0:
-            tree_learn(B, B, m, xr, cr, y, k * w, nc, code_attr, scratch, hint)
+            tree_learn(B, B, m, xr, cr, y, k * w, nc, code_attr, pk, pv, hint)
             if drift:  # its detector gets its error on the example *after* learning it (MOA)
-                correct = tree_proba(B, B, m, xr, cr, nc, code_attr, p, hint) and argmax(p, nc) == y
+                n = tree_proba(B, B, m, xr, cr, nc, code_attr, pk, pv, hint)
+                correct = argmax(pk, pv, n) == y
                 hint[m, 0] = -1  # computed after the update: not reusable
         if ipar[DRIFT] == DRIFT_DDM:  # DDM: the member whose detector signals a drift is reset
             if ddm_update(st.ddm, m, 0.0 if correct else 1.0) == DDM_DRIFT:
@@ -205,10 +208,10 @@ def adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn,
     """Adaptive bagging over rows (signature of ``learners.compiled.single_run``; ``st`` an
     ``AdaptiveState``). Returns the first row not processed."""
     R = xn.shape[0]
-    C = B.dist.shape[2]
+    C = classes_needed(n_cls, ys, start, do_learn)
     M = B.kind.shape[0]
-    p = np.empty(C)
-    scratch = np.empty(C)
+    pk = np.empty(C, np.int64)  # a member's sparse probabilities (tree_proba; learning's scratch)
+    pv = np.empty(C)
     hint = np.full((M, 2), -1, dtype=np.int64)
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
@@ -217,16 +220,14 @@ def adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn,
         xr = xn[r]
         cr = xc[r]
         if do_predict:
-            adaptive_predict(B, ipar, st, xr, cr, n_cls[r], code_attr, p, hint, out[r])
+            adaptive_predict(B, ipar, st, xr, cr, n_cls[r], code_attr, pk, pv, hint, out[r])
         if do_learn and ws[r] > 0.0:
             if not do_predict and not (r == start and ipar[REUSE] == 1):  # before learning
                 for m in range(M):
-                    if tree_proba(B, B, m, xr, cr, n_cls[r], code_attr, p, hint):
-                        st.mpred[m] = argmax(p, n_cls[r])
-                    else:
-                        st.mpred[m] = -1
+                    k = tree_proba(B, B, m, xr, cr, n_cls[r], code_attr, pk, pv, hint)
+                    st.mpred[m] = argmax(pk, pv, k)  # -1: no prediction
             nc = classes_after(n_cls, ys, r)
-            adaptive_learn(B, ipar, st, xr, cr, ys[r], ws[r], seqs[r], nc, code_attr, p, scratch,
+            adaptive_learn(B, ipar, st, xr, cr, ys[r], ws[r], seqs[r], nc, code_attr, pk, pv,
                            hint)  # fmt: skip
     return R
 

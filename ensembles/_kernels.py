@@ -13,12 +13,14 @@ import numpy as np
 
 from learners.compiled import (
     KERNEL_SOURCES,
-    best_class,
     classes_after,
+    classes_needed,
     has_room,
+    scatter,
     tree_learn,
     tree_proba,
 )
+from learners.compiled import best_class as argmax
 from learners.jit import one_specialisation
 
 from . import _rng
@@ -65,17 +67,19 @@ BAGGING, BOOSTING = 0, 1
 
 # --------------------------------------------------------------------------- online bagging
 @nb.njit(cache=True)
-def bagging_predict(B, ipar, fstate, xr, cr, n, code_attr, p, hint, out_row):
-    """Majority vote of the members (``ipar[1] == VOTE_AVERAGE``: mean of their probabilities)."""
-    out_row[:] = 0.0
+def bagging_predict(B, ipar, fstate, xr, cr, n, code_attr, pk, pv, hint, out_row):
+    """Majority vote of the members (``ipar[1] == VOTE_AVERAGE``: mean of their probabilities).
+    Members' probabilities are sparse (``tree_proba``): a member costs O(classes at its leaf)."""
+    out_row[:n] = 0.0
     voters = 0.0
     for m in range(B.kind.shape[0]):
-        if tree_proba(B, B, m, xr, cr, n, code_attr, p, hint):
+        k = tree_proba(B, B, m, xr, cr, n, code_attr, pk, pv, hint)
+        if k > 0:
             if ipar[1] == VOTE_MAJORITY:
-                out_row[best_class(p, n)] += 1.0
+                out_row[argmax(pk, pv, k)] += 1.0
             else:
-                for c in range(n):
-                    out_row[c] += p[c]
+                for i in range(k):
+                    out_row[pk[i]] += pv[i]
             voters += 1.0
     if voters > 0.0:
         for c in range(n):
@@ -83,12 +87,12 @@ def bagging_predict(B, ipar, fstate, xr, cr, n, code_attr, p, hint, out_row):
 
 
 @nb.njit(cache=True)
-def bagging_learn(B, ipar, fstate, xr, cr, y, w, seq, nc, code_attr, p, scratch, hint):
+def bagging_learn(B, ipar, fstate, xr, cr, y, w, seq, nc, code_attr, pk, pv, hint):
     """Oza (2001), Fig. 3.3: every member learns the example with weight k ~ Poisson(1)."""
     for m in range(B.kind.shape[0]):
         k = poisson(1.0, ipar[0], seq, m)  # k ~ Poisson(1), keyed by (seed, example, member)
         if k > 0:  # train h_m with weight k (MOA: a weight, not k repeated updates)
-            tree_learn(B, B, m, xr, cr, y, k * w, nc, code_attr, scratch, hint)
+            tree_learn(B, B, m, xr, cr, y, k * w, nc, code_attr, pk, pv, hint)
 
 
 # --------------------------------------------------------------------------- online boosting
@@ -109,31 +113,34 @@ def vote_weights(lam_sc, lam_sw, out):
 
 
 @nb.njit(cache=True)
-def boosting_predict(B, ipar, fstate, xr, cr, n, code_attr, p, hint, out_row):
+def boosting_predict(B, ipar, fstate, xr, cr, n, code_attr, pk, pv, hint, out_row):
     """argmax_y sum_m log((1 - e_m) / e_m) [h_m(x) = y] (``ipar[1] == VOTE_AVERAGE``: each
     member's class probabilities, weighted alike); member 1 alone if nobody votes."""
     M = B.kind.shape[0]
     wts = np.empty(M)
     vote_weights(fstate[0], fstate[1], wts)
-    out_row[:] = 0.0
+    out_row[:n] = 0.0
     total = 0.0
     for m in range(M):
-        if wts[m] > 0.0 and tree_proba(B, B, m, xr, cr, n, code_attr, p, hint):
+        if wts[m] <= 0.0:
+            continue
+        k = tree_proba(B, B, m, xr, cr, n, code_attr, pk, pv, hint)
+        if k > 0:
             if ipar[1] == VOTE_MAJORITY:
-                out_row[best_class(p, n)] += wts[m]
+                out_row[argmax(pk, pv, k)] += wts[m]
             else:
-                for c in range(n):
-                    out_row[c] += wts[m] * p[c]
+                for i in range(k):
+                    out_row[pk[i]] += wts[m] * pv[i]
             total += wts[m]
     if total > 0.0:
         for c in range(n):
             out_row[c] /= total
-    elif not tree_proba(B, B, 0, xr, cr, n, code_attr, out_row, hint):
-        out_row[:] = 0.0
+    else:
+        scatter(pk, pv, tree_proba(B, B, 0, xr, cr, n, code_attr, pk, pv, hint), out_row)
 
 
 @nb.njit(cache=True)
-def boosting_learn(B, ipar, fstate, xr, cr, y, w, seq, nc, code_attr, p, scratch, hint):
+def boosting_learn(B, ipar, fstate, xr, cr, y, w, seq, nc, code_attr, pk, pv, hint):
     """Oza (2001), Fig. 4.3, with fstate = [lambda_sc, lambda_sw]."""
     lam_sc = fstate[0]
     lam_sw = fstate[1]
@@ -141,8 +148,9 @@ def boosting_learn(B, ipar, fstate, xr, cr, y, w, seq, nc, code_attr, p, scratch
     for m in range(B.kind.shape[0]):
         k = poisson(lam, ipar[0], seq, m)  # k ~ Poisson(lambda)
         if k > 0:
-            tree_learn(B, B, m, xr, cr, y, float(k), nc, code_attr, scratch, hint)
-        correct = tree_proba(B, B, m, xr, cr, nc, code_attr, p, hint) and best_class(p, nc) == y
+            tree_learn(B, B, m, xr, cr, y, float(k), nc, code_attr, pk, pv, hint)
+        n = tree_proba(B, B, m, xr, cr, nc, code_attr, pk, pv, hint)
+        correct = argmax(pk, pv, n) == y
         hint[m, 0] = -1  # computed after the update: not reusable
         if correct:  # h_m(x) = y
             lam_sc[m] += lam
@@ -164,9 +172,9 @@ def ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_le
     (``len(ys)`` when done, earlier when the arrays must grow by ``need`` nodes/slots first).
     """
     R = xn.shape[0]
-    C = B.dist.shape[2]
-    p = np.empty(C)
-    scratch = np.empty(C)
+    C = classes_needed(n_cls, ys, start, do_learn)
+    pk = np.empty(C, np.int64)  # a member's sparse probabilities (tree_proba; learning's scratch)
+    pv = np.empty(C)
     hint = np.full((B.kind.shape[0], 2), -1, dtype=np.int64)  # NB results reused by learning
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
@@ -176,17 +184,17 @@ def ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_le
         cr = xc[r]
         if do_predict:
             if method == BAGGING:
-                bagging_predict(B, ipar, fstate, xr, cr, n_cls[r], code_attr, p, hint, out[r])
+                bagging_predict(B, ipar, fstate, xr, cr, n_cls[r], code_attr, pk, pv, hint, out[r])
             else:
-                boosting_predict(B, ipar, fstate, xr, cr, n_cls[r], code_attr, p, hint, out[r])
+                boosting_predict(B, ipar, fstate, xr, cr, n_cls[r], code_attr, pk, pv, hint, out[r])
         if do_learn and ws[r] > 0.0:
             nc = classes_after(n_cls, ys, r)
             if method == BAGGING:
-                bagging_learn(B, ipar, fstate, xr, cr, ys[r], ws[r], seqs[r], nc, code_attr, p,
-                              scratch, hint)  # fmt: skip
+                bagging_learn(B, ipar, fstate, xr, cr, ys[r], ws[r], seqs[r], nc, code_attr, pk,
+                              pv, hint)  # fmt: skip
             else:
-                boosting_learn(B, ipar, fstate, xr, cr, ys[r], ws[r], seqs[r], nc, code_attr, p,
-                               scratch, hint)  # fmt: skip
+                boosting_learn(B, ipar, fstate, xr, cr, ys[r], ws[r], seqs[r], nc, code_attr, pk,
+                               pv, hint)  # fmt: skip
     return R
 
 
@@ -210,28 +218,29 @@ def boosting_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_le
 @nb.njit(cache=True)
 def member_learn(B, m, xn, xc, ys, ws, start, n_classes, code_attr, need):
     """Learn weighted rows into member m only (batch fitting and priming)."""
-    C = B.dist.shape[2]
-    scratch = np.empty(C)
+    C = max(n_classes, 2)
+    pk = np.empty(C, np.int64)
+    pv = np.empty(C)
     hint = np.full((B.kind.shape[0], 2), -1, dtype=np.int64)
     for r in range(start, xn.shape[0]):
         if not has_room(B, B, need):
             return r
         if ws[r] > 0.0:
-            tree_learn(B, B, m, xn[r], xc[r], ys[r], ws[r], n_classes, code_attr, scratch, hint)
+            tree_learn(B, B, m, xn[r], xc[r], ys[r], ws[r], n_classes, code_attr, pk, pv, hint)
     return xn.shape[0]
 
 
 @nb.njit(cache=True)
 def member_predict(B, m, xn, xc, n_classes, code_attr, out):
     """Class index predicted by member m for every row (-1 where it has no prediction)."""
-    C = B.dist.shape[2]
-    p = np.empty(C)
+    C = max(n_classes, 2)
+    pk = np.empty(C, np.int64)
+    pv = np.empty(C)
     hint = np.full((B.kind.shape[0], 2), -1, dtype=np.int64)
     for r in range(xn.shape[0]):
-        if tree_proba(B, B, m, xn[r], xc[r], n_classes, code_attr, p, hint):
-            out[r] = best_class(p, n_classes)
-        else:
-            out[r] = -1
+        out[r] = argmax(
+            pk, pv, tree_proba(B, B, m, xn[r], xc[r], n_classes, code_attr, pk, pv, hint)
+        )
 
 
 # after every kernel: one compiled version per argument type, except ensemble_run's per method

@@ -100,6 +100,7 @@ class CompiledBackend:
             if start >= len(w):
                 break
             bank.grow_nodes(need)
+        bank.sync()  # the kernel may have grown the class-entry pools
 
     def member_correct(self, m: int, X, y, enc=None) -> np.ndarray:
         """Per row: does member m classify it correctly?"""

@@ -14,16 +14,16 @@ import numpy as np
 from ._tree import (
     DIRECT,
     INDEX_FIELDS,
-    MAX,
     MAX_SLOTS,
-    MIN,
     NUM_STATS,
+    POOL_FIELDS,
     STATE_FIELDS,
     TreeParams,
     TreeState,
     build_index,
     interpreted_bank,
     make_bank,
+    pools,
 )
 from ._tree import (
     add_feature as add_feature_,
@@ -33,6 +33,12 @@ from ._tree import (
 )
 from ._tree import (
     add_value as add_value_,
+)
+from ._tree import (
+    fill_gaussians as fill_gaussians_,
+)
+from ._tree import (
+    fill_weights as fill_weights_,
 )
 from .base import check_weights
 from .jit import MODE, interpreting, twin_of
@@ -46,26 +52,33 @@ _V1_FIELDS = ("kind", "attr", "thr", "slot", "child", "sibling", "branch", "dept
               "n_slots")  # fmt: skip
 _V1_INT_FIELDS = ("kind", "attr", "slot", "child", "sibling", "branch", "depth", "n_nodes",
                   "nvals", "free", "n_free", "n_slots")  # fmt: skip
-_FLOAT_FIELDS = ("thr", "dist", "last", "mc_ok", "nb_ok", "catw", "cat", "num")
-# the axis of every saved array that is a capacity, and the pool it counts ("C": classes)
+# a version-2 state: the version-3 arrays but for the class blocks, dense over all classes
+_V2_DENSE = ("dist", "catw", "cat", "num")
+_V2_FIELDS = tuple(name for name in STATE_FIELDS if name not in POOL_FIELDS and not name.endswith(
+    ("_at", "_len")) and name != "o_fresh") + _V2_DENSE  # fmt: skip
+_FLOAT_FIELDS = ("thr", "last", "mc_ok", "nb_ok", "wv", "gv", *_V2_DENSE)
+# the axis of every saved array that is a capacity, and the pool it counts
 _AXES = {
     **{name: "N" for name in ("kind", "attr", "thr", "slot", "child", "sibling", "branch",
-                              "depth", "dist")},
+                              "depth", "d_at", "d_len")},
     **{name: "L" for name in ("last", "mc_ok", "nb_ok", "f_head", "f_tail", "f_pend", "o_head",
                               "o_tail", "o_pend", "free")},
-    **{name: "F" for name in ("catw", "nvals", "f_attr", "f_next", "v_head", "v_tail",
-                              "v_pend")},
-    **{name: "E" for name in ("cat", "v_code", "v_next")},
-    **{name: "O" for name in ("num", "o_attr", "o_next")},
+    **{name: "F" for name in ("fw_at", "fw_len", "nvals", "f_attr", "f_next", "v_head",
+                              "v_tail", "v_pend")},
+    **{name: "E" for name in ("vw_at", "vw_len", "v_code", "v_next")},
+    **{name: "O" for name in ("g_at", "g_len", "o_fresh", "o_attr", "o_next")},
+    "wc": "P", "wv": "P", "gc": "Q", "gv": "Q",
 }  # fmt: skip
-_HAS_CLASSES = ("dist", "catw", "cat", "num")
-_POOL = {"N": "nodes", "L": "slots", "F": "features", "E": "values", "O": "observers"}
+_POOL = {"N": "nodes", "L": "slots", "F": "features", "E": "values", "O": "observers",
+         "P": "weights", "Q": "gaussians"}  # fmt: skip
+_WIDTH = {"gv": NUM_STATS}  # values per class entry, where not 1
 
 
 class Capacity(NamedTuple):
     """Array capacities: nodes, leaf slots, categorical feature rows, value rows, numeric
-    observers, index keys (a power of 2), classes, and the categorical / numeric features found
-    through the per-slot direct index (``f_of`` / ``o_of``)."""
+    observers, index keys (a power of 2), entries of the two class-entry pools (weights,
+    Gaussians), and the categorical / numeric features found through the per-slot direct index
+    (``f_of`` / ``o_of``)."""
 
     nodes: int
     slots: int
@@ -73,47 +86,51 @@ class Capacity(NamedTuple):
     values: int
     observers: int
     keys: int
-    classes: int
+    weights: int
+    gaussians: int
     cat_direct: int = 1
     num_direct: int = 1
 
 
 def _alloc(M: int, cap: Capacity) -> TreeState:
     i64 = np.int64
-    N, L, F, E, O, H, C, AD, JD = cap  # noqa: E741
+    N, L, F, E, O, H, P, Q, AD, JD = cap  # noqa: E741
 
     def links(n: int) -> np.ndarray:
         return np.full((M, n), -1, i64)
 
-    num = np.zeros((M, O, C, NUM_STATS))
-    num[..., MIN] = np.inf  # an empty Gaussian observer, also in columns of classes to come
-    num[..., MAX] = -np.inf
+    def zeros(n: int) -> np.ndarray:
+        return np.zeros((M, n), i64)
+
     return TreeState(
-        kind=np.zeros((M, N), i64), attr=links(N), thr=np.zeros((M, N)), slot=links(N),
-        child=links(N), sibling=links(N), branch=np.zeros((M, N), i64),
-        depth=np.zeros((M, N), i64), dist=np.zeros((M, N, C)), n_nodes=np.zeros(M, i64),
+        kind=zeros(N), attr=links(N), thr=np.zeros((M, N)), slot=links(N),
+        child=links(N), sibling=links(N), branch=zeros(N), depth=zeros(N), d_at=links(N),
+        d_len=zeros(N), n_nodes=np.zeros(M, i64),
         last=np.zeros((M, L)), mc_ok=np.zeros((M, L)), nb_ok=np.zeros((M, L)),
         f_head=links(L), f_tail=links(L), f_pend=links(L), o_head=links(L), o_tail=links(L),
-        o_pend=links(L), free=np.zeros((M, L), i64), n_free=np.zeros(M, i64),
-        n_slots=np.zeros(M, i64),
-        catw=np.zeros((M, F, C)), nvals=np.zeros((M, F), i64), f_attr=links(F),
+        o_pend=links(L), free=zeros(L), n_free=np.zeros(M, i64), n_slots=np.zeros(M, i64),
+        fw_at=links(F), fw_len=zeros(F), nvals=zeros(F), f_attr=links(F),
         f_next=links(F), v_head=links(F), v_tail=links(F), v_pend=links(F),
         n_f=np.zeros(M, i64), f_freed=np.full(M, -1, i64),
-        cat=np.zeros((M, E, C)), v_code=links(E), v_next=links(E), n_v=np.zeros(M, i64),
-        v_freed=np.full(M, -1, i64),
-        num=num, o_attr=links(O), o_next=links(O),
+        vw_at=links(E), vw_len=zeros(E), v_code=links(E), v_next=links(E),
+        n_v=np.zeros(M, i64), v_freed=np.full(M, -1, i64),
+        g_at=links(O), g_len=zeros(O), o_fresh=zeros(O), o_attr=links(O), o_next=links(O),
         n_o=np.zeros(M, i64), o_freed=np.full(M, -1, i64),
+        wc=links(P), wv=np.zeros((M, P)), w_used=np.zeros(M, i64), w_dead=np.zeros(M, i64),
+        gc=links(Q), gv=np.zeros((M, Q * NUM_STATS)), g_used=np.zeros(M, i64),
+        g_dead=np.zeros(M, i64),
         hkey=links(H), hval=links(H), n_keys=np.zeros(M, i64),
         f_of=np.full((M, L, AD), -1, i64), o_of=np.full((M, L, JD), -1, i64),
-        width=np.ones(2, i64),
+        width=np.ones(2, i64), wsum=np.zeros((M, L)), pgen=np.zeros(1, i64),
     )  # fmt: skip
 
 
 def _capacity(T: TreeState) -> Capacity:
     return Capacity(
-        nodes=T.kind.shape[1], slots=T.last.shape[1], features=T.catw.shape[1],
-        values=T.cat.shape[1], observers=T.num.shape[1], keys=T.hkey.shape[1],
-        classes=T.dist.shape[2], cat_direct=T.f_of.shape[2], num_direct=T.o_of.shape[2],
+        nodes=T.kind.shape[1], slots=T.last.shape[1], features=T.nvals.shape[1],
+        values=T.v_code.shape[1], observers=T.o_attr.shape[1], keys=T.hkey.shape[1],
+        weights=T.wc.shape[1], gaussians=T.gc.shape[1], cat_direct=T.f_of.shape[2],
+        num_direct=T.o_of.shape[2],
     )  # fmt: skip
 
 
@@ -121,7 +138,8 @@ def _used(T: TreeState) -> Capacity:
     """What is in use (high-water marks, over members): what a saved state keeps."""
     return Capacity(
         nodes=int(T.n_nodes.max()), slots=int(T.n_slots.max()), features=int(T.n_f.max()),
-        values=int(T.n_v.max()), observers=int(T.n_o.max()), keys=0, classes=T.dist.shape[2],
+        values=int(T.n_v.max()), observers=int(T.n_o.max()), keys=0,
+        weights=int(T.w_used.max()), gaussians=int(T.g_used.max()),
     )  # fmt: skip
 
 
@@ -129,9 +147,7 @@ def _cut(name: str, a: np.ndarray, size: Capacity) -> tuple[slice, ...]:
     idx = [slice(None)] * a.ndim
     axis = _AXES.get(name)
     if axis is not None:
-        idx[1] = slice(0, getattr(size, _POOL[axis]))
-    if name in _HAS_CLASSES:
-        idx[2] = slice(0, size.classes)
+        idx[1] = slice(0, getattr(size, _POOL[axis]) * _WIDTH.get(name, 1))
     return tuple(idx)
 
 
@@ -167,7 +183,16 @@ class TreeBank:
         self._set(
             _alloc(
                 n_members,
-                Capacity(nodes=8, slots=8, features=8, values=16, observers=8, keys=64, classes=2),
+                Capacity(
+                    nodes=8,
+                    slots=8,
+                    features=8,
+                    values=16,
+                    observers=8,
+                    keys=64,
+                    weights=64,
+                    gaussians=32,
+                ),
             )
         )
         self._init_roots()
@@ -186,7 +211,19 @@ class TreeBank:
         self.B: Any = None if MODE.interpreted and interpreting() else make_bank(T, self.params)
         self._namespace: Any = None
         self._fitted: tuple | None = None  # the schema's sizes fit_schema last saw for this T
-        self._out1 = np.zeros((1, T.dist.shape[2]))
+        self._pgen = int(T.pgen[0])  # the pools' generation this T holds (see sync)
+        if not hasattr(self, "_out1"):
+            self._out1 = np.zeros((1, 2))  # the per-example output row (grown with the classes)
+
+    def sync(self) -> None:
+        """Pick up the class-entry pools a kernel grew (it replaces them in the bank, not in
+        ``T``): call after running kernels on ``view()``."""
+        if self.T.pgen[0] == self._pgen:
+            return
+        views = [v for v in (self.B, self._namespace) if v is not None]
+        got = [pools(v) if v is self.B else (v.wc, v.wv, v.gc, v.gv) for v in views]
+        wc, wv, gc, gv = max(got, key=lambda p: (p[0].shape[1], p[2].shape[1]))
+        self._set(self.T._replace(wc=wc, wv=wv, gc=gc, gv=gv))
 
     def view(self, interpreted: bool | None = None) -> Any:
         """What the kernels get: the numba struct ``B``, or, while kernels run interpreted
@@ -224,17 +261,15 @@ class TreeBank:
         width[1] = max(n_num, 1)
 
     def fit_schema(self) -> None:
-        """Grow the class axis to the schema's classes; record the schema's row width."""
+        """Record the schema's row width (and widen the direct index); classes need nothing."""
         s = self.schema
-        fitted = (len(s.classes), len(s.cat_names), len(s.num_names))
+        fitted = (len(s.cat_names), len(s.num_names))
         if fitted == self._fitted:  # nothing new since the last call (the usual learn)
             return
         self._set_width(s.n_cat, s.n_num)
         cap = _capacity(self.T)
-        C = cap.classes
         direct = self._direct_widths()
         want = cap._replace(
-            classes=C if s.n_classes <= C else max(s.n_classes, 2 * C),
             cat_direct=max(cap.cat_direct, direct["cat_direct"]),
             num_direct=max(cap.num_direct, direct["num_direct"]),
         )
@@ -245,6 +280,7 @@ class TreeBank:
     def grow_nodes(self, need: int) -> None:
         """Grow whatever ``has_room`` found short: ``need`` nodes/slots, and rows and index keys
         for one example of the current width, for every member (doubling)."""
+        self.sync()
         T = self.T
         cap = _capacity(T)
         A, J = int(T.width[0]), int(T.width[1])
@@ -266,6 +302,7 @@ class TreeBank:
         self._resize(new)
 
     def _resize(self, cap: Capacity) -> None:
+        self.sync()
         self._set(_copy_into(_alloc(self.M, cap), self.T))
         jit_kernel(build_index)(self.view())
 
@@ -302,7 +339,8 @@ class TreeBank:
                     learn: bool = False) -> np.ndarray:  # fmt: skip
         """``run`` on rows already encoded under ``self.schema`` (as ``Schema.encode_rows``
         returns them; ``w`` checked). Returns the probabilities ``[R, C]`` (over the ``n_cls[r]``
-        classes known at row r; a row of zeros when there is no prediction)."""
+        classes known at row r; a row of zeros when there is no prediction; ``[R, 1]`` of zeros
+        when not predicting)."""
         do_predict, do_learn = predict, learn
         R = xn.shape[0]
         if do_learn:
@@ -311,7 +349,7 @@ class TreeBank:
                 max(xc.shape[1], self.schema.n_cat), max(xn.shape[1], self.schema.n_num)
             )
             self._fitted = None  # the width may exceed the schema's: the next fit_schema resets it
-        out = np.zeros((R, self.T.dist.shape[2]))
+        out = np.zeros((R, max(int(n_cls.max()), 1) if do_predict and R else 1))
         learned = w > 0.0
         seqs = self.n_seen + np.cumsum(learned) - 1  # sequence number of each learned row
         need = self.need() if do_learn else 0
@@ -324,6 +362,7 @@ class TreeBank:
             if start >= R:
                 break
             self.grow_nodes(need)
+        self.sync()
         if do_learn:
             self.n_seen += int(learned.sum())
         return out
@@ -383,6 +422,8 @@ class TreeBank:
         self._seq1[0] = self.n_seen
         self._ncls1[0] = n_cls
         need = self.need() if do_learn else 0
+        if self._out1.shape[1] < n_cls:
+            self._out1 = np.zeros((1, max(n_cls, 2 * self._out1.shape[1])))
         out = self._out1
         interp = MODE.interpreted and interpreting()  # one mode for the whole call
         run = twin_of(kernel) if interp else kernel
@@ -393,7 +434,8 @@ class TreeBank:
                          do_learn, out, self._ncls1, s.code_attr_array, need):  # fmt: skip
             self.grow_nodes(need)
             B = self.view(interp)  # grown arrays: a new struct
-            out = self._out1
+        if do_learn and self.T.pgen[0] != self._pgen:  # (only learning grows the pools)
+            self.sync()
         if do_learn and w > 0.0:
             self.n_seen += 1
         if do_predict:
@@ -407,8 +449,9 @@ class TreeBank:
     def state_arrays(self, prefix: str = "tree.") -> dict[str, np.ndarray]:
         """The saved arrays (``STATE_FIELDS``), trimmed to what is used: capacity and the index
         do not affect results."""
+        self.sync()
         T = self.T
-        size = _used(T)._replace(classes=min(max(self.schema.n_classes, 1), T.dist.shape[2]))
+        size = _used(T)
         out = {}
         for name in STATE_FIELDS:  # copies: the model goes on learning in place
             a = getattr(T, name)
@@ -416,14 +459,45 @@ class TreeBank:
         return out
 
     def load_arrays(self, arrays: dict[str, np.ndarray], prefix: str = "tree.") -> None:
-        """Load saved arrays (``state_arrays``; set ``schema`` first). Arrays of version-1 states
-        (dense per-leaf blocks over the whole vocabulary) are converted."""
-        dense = prefix + "cat" in arrays and np.ndim(arrays[prefix + "cat"]) == 4
-        if dense and prefix + "v_code" not in arrays:
-            self._load_dense(arrays, prefix)
+        """Load saved arrays (``state_arrays``; set ``schema`` first). Arrays of older states are
+        converted: version 1 (dense per-leaf blocks over the whole vocabulary) and version 2
+        (sparse rows, dense over the classes)."""
+        if prefix + "wc" not in arrays and prefix + "dist" in arrays:
+            if prefix + "v_code" in arrays:
+                self._load_v2(arrays, prefix)
+            else:
+                self._load_dense(arrays, prefix)
             return
-        parts: dict[str, np.ndarray] = {}
+        parts = self._checked(arrays, prefix, STATE_FIELDS)
+        saved = TreeState(**parts, **{name: np.zeros((0, 0), np.int64) for name in INDEX_FIELDS})
+        size = _used(saved)
+        # at least 1 node/slot/row (kernels index safely); room for the index
+        cap = Capacity(
+            nodes=max(size.nodes, 1),
+            slots=max(size.slots, 1),
+            features=max(size.features, 1),
+            values=max(size.values, 1),
+            observers=max(size.observers, 1),
+            keys=64,
+            weights=max(parts["wc"].shape[1], 64),
+            gaussians=max(parts["gc"].shape[1], 32),
+        )
+        new = _alloc(self.M, cap._replace(keys=self._keys_for(size), **self._direct_widths()))
         for name in STATE_FIELDS:
+            src, dst = parts[name], getattr(new, name)
+            if src.ndim != dst.ndim or any(
+                s > d for s, d in zip(src.shape, dst.shape, strict=True)
+            ):
+                raise ValueError(f"state array {prefix + name} has shape {src.shape}")
+            dst[tuple(slice(0, n) for n in src.shape)] = src
+        self._set(new)
+        jit_kernel(build_index)(self.view())
+
+    def _checked(self, arrays: dict[str, np.ndarray], prefix: str,
+                 names: tuple[str, ...]) -> dict[str, np.ndarray]:  # fmt: skip
+        """The arrays ``names`` of a saved state, with their dtypes and member count checked."""
+        parts: dict[str, np.ndarray] = {}
+        for name in names:
             key = prefix + name
             if key not in arrays:
                 raise ValueError(f"state has no array {key} (a state of an older format?)")
@@ -434,29 +508,62 @@ class TreeBank:
             parts[name] = a
         if parts["kind"].shape[0] != self.M:
             raise ValueError(f"state has {parts['kind'].shape[0]} members, model has {self.M}")
-        saved = TreeState(**parts, **{name: np.zeros((0, 0), np.int64) for name in INDEX_FIELDS})
-        size = _used(saved)
-        # at least 1 node/slot/row (kernels index safely) and 2 classes; room for the index
-        cap = Capacity(
-            nodes=max(size.nodes, 1),
-            slots=max(size.slots, 1),
-            features=max(size.features, 1),
-            values=max(size.values, 1),
-            observers=max(size.observers, 1),
-            keys=64,
-            classes=max(parts["dist"].shape[2], 2),
-        )
-        n_keys = size.features + size.values + size.observers + size.nodes  # + children
-        new = _alloc(self.M, cap._replace(keys=_index_size(n_keys), **self._direct_widths()))
-        for name in STATE_FIELDS:
-            src, dst = parts[name], getattr(new, name)
-            if src.ndim != dst.ndim or any(
-                s > d for s, d in zip(src.shape, dst.shape, strict=True)
-            ):
-                raise ValueError(f"state array {prefix + name} has shape {src.shape}")
-            dst[tuple(slice(0, n) for n in src.shape)] = src
-        self._set(new)
+        return parts
+
+    @staticmethod
+    def _keys_for(size: Capacity) -> int:
+        """Index size for the rows of ``size`` (+ the children of categorical splits)."""
+        return _index_size(size.features + size.values + size.observers + size.nodes)
+
+    def _fill_classes(self, dense_rows) -> None:
+        """Give rows their class entries from dense vectors: ``dense_rows`` yields ``(kind, m,
+        row, vector)`` with kind "d" (node weights), "f" (feature row), "v" (value row) or "o"
+        (observer: ``[C, NUM_STATS]``). Then rebuild the index."""
+        B = self.view()
+        T = self.T
+        fill_w, fill_g = jit_kernel(fill_weights_), jit_kernel(fill_gaussians_)
+        heads = {"d": (T.d_at, T.d_len), "f": (T.fw_at, T.fw_len), "v": (T.vw_at, T.vw_len)}
+        for kind, m, row, vec in dense_rows:
+            if kind == "o":
+                fill_g(B, m, row, np.ascontiguousarray(vec))
+            else:
+                fill_w(B, *heads[kind], m, row, np.ascontiguousarray(vec))
+        self.sync()
         jit_kernel(build_index)(self.view())
+
+    def _load_v2(self, arrays: dict[str, np.ndarray], prefix: str) -> None:
+        """Load a version-2 state: the same rows and lists, each row's dense class vector turned
+        into entries for its classes with weight (in class order)."""
+        old = self._checked(arrays, prefix, _V2_FIELDS)
+        C = old["dist"].shape[2]
+        cap = Capacity(
+            nodes=max(old["kind"].shape[1], 1), slots=max(old["last"].shape[1], 1),
+            features=max(old["nvals"].shape[1], 1), values=max(old["v_code"].shape[1], 1),
+            observers=max(old["o_attr"].shape[1], 1), keys=64, weights=64, gaussians=32,
+        )  # fmt: skip
+        size = cap._replace(nodes=int(old["n_nodes"].max()))
+        T = _alloc(self.M, cap._replace(keys=self._keys_for(size), **self._direct_widths()))
+        for name in _V2_FIELDS[: -len(_V2_DENSE)]:
+            src, dst = old[name], getattr(T, name)
+            dst[tuple(slice(0, n) for n in src.shape)] = src
+        self._set(T)
+        dist, catw, cat, num = (old[name] for name in _V2_DENSE)
+
+        def rows():
+            for m in range(self.M):
+                for n in range(int(T.n_nodes[m])):
+                    yield "d", m, n, dist[m, n]
+                    s = int(T.slot[m, n])
+                    if s < 0:
+                        continue
+                    for f in _chain(T.f_next[m], T.f_head[m, s], T.f_pend[m, s]):
+                        yield "f", m, f, catw[m, f]
+                        for e in _chain(T.v_next[m], T.v_head[m, f], T.v_pend[m, f]):
+                            yield "v", m, e, cat[m, e]
+                    for o in _chain(T.o_next[m], T.o_head[m, s], T.o_pend[m, s]):
+                        yield "o", m, o, num[m, o, :C]
+
+        self._fill_classes(rows())
 
     def _load_dense(self, arrays: dict[str, np.ndarray], prefix: str) -> None:
         """Load a version-1 state: a row for every (leaf, feature), (leaf, value) and (leaf,
@@ -485,11 +592,11 @@ class TreeBank:
         cap = Capacity(
             nodes=max(kind.shape[1], 1), slots=max(L, 1), features=int(most[0]) + 1,
             values=int(most[1]) + 1, observers=int(most[2]) + 1,
-            keys=_index_size(int(rows.sum(axis=1).max()) + kind.shape[1]), classes=max(C, 2),
-            **self._direct_widths(),
+            keys=_index_size(int(rows.sum(axis=1).max()) + kind.shape[1]), weights=64,
+            gaussians=32, **self._direct_widths(),
         )  # fmt: skip
         T = _alloc(self.M, cap)
-        for name in _V1_FIELDS[:10] + _V1_FIELDS[14:]:  # nodes and slot scalars: same layout
+        for name in _V1_FIELDS[:8] + _V1_FIELDS[9:10] + _V1_FIELDS[14:]:  # same layout
             src, dst = old[name], getattr(T, name)
             dst[tuple(slice(0, n) for n in src.shape)] = src
         self._set(T)
@@ -499,21 +606,25 @@ class TreeBank:
             jit_kernel(add_value_),
             jit_kernel(add_observer_),
         )
+        dense = []
         for m in range(M):
+            dense += [("d", m, n, old["dist"][m, n]) for n in range(int(n_nodes[m]))]
             for s in leaves[m].tolist():
                 for a in np.flatnonzero(nvals[m, s] > 0):
                     f = add_feature(B, m, s, a)
-                    T.catw[m, f, :C] = catw[m, s, a]
+                    dense.append(("f", m, f, catw[m, s, a]))
                     for code in np.flatnonzero(seen_value[m, s] & (code_attr == a)):
-                        T.cat[m, add_value(B, m, s, f, code), :C] = cat[m, s, code]
+                        dense.append(("v", m, add_value(B, m, s, f, code), cat[m, s, code]))
                 for j in np.flatnonzero(seen_num[m, s]):
-                    T.num[m, add_observer(B, m, s, j), :C] = num[m, s, j]
+                    dense.append(("o", m, add_observer(B, m, s, j), num[m, s, j]))
+        self._fill_classes(dense)
 
     @property
     def nbytes(self) -> int:
         """Bytes of the saved arrays (``state_arrays``), computed without copying them."""
+        self.sync()
         T = self.T
-        size = _used(T)._replace(classes=min(max(self.schema.n_classes, 1), T.dist.shape[2]))
+        size = _used(T)
         total = 0
         for name in STATE_FIELDS:
             a = getattr(T, name)
@@ -532,3 +643,11 @@ class TreeBank:
         if used > limit:
             raise LimitError("max_state_bytes", limit, "model",
                              f"the model's state is {used:,} bytes: it learns no more")  # fmt: skip
+
+
+def _chain(nxt: np.ndarray, *heads: int):
+    """The rows of linked lists starting at ``heads`` (``nxt`` one member's links)."""
+    for i in heads:
+        while i >= 0:
+            yield int(i)
+            i = nxt[i]

@@ -14,24 +14,46 @@ Kernels take ``(T, P, ...)``: the state arrays and the parameters. Entry points 
 ``Bank`` struct holding both and pass it as ``T`` and ``P``.
 
 Layout (leading axis = member ``m``; every other axis is a capacity that Python doubles when a
-kernel reports that it needs room, see ``has_room``). Leaf statistics are *sparse*: a leaf holds
-rows only for the features, values and classes that reached it, never a block over the global
-vocabulary.
+kernel reports that it needs room, see ``has_room``, except the two class-entry pools, which the
+kernels grow themselves). Statistics are *sparse* on every axis: a leaf holds rows only for the
+features and values that reached it, and a row holds entries only for the classes that reached
+it — never a block over the global vocabulary or over all classes.
 
 * nodes ``[M, N]``: kind (0 leaf, 1 numeric split, 2 categorical split), attr, thr, slot (leaf
   statistics slot or -1), child (first child), sibling (next sibling), branch (0/1 for numeric
-  splits, the category code for categorical ones), depth; ``dist [M, N, C]`` class weights.
+  splits, the category code for categorical ones), depth; class weights in ``d_at``/``d_len``.
 * leaf slots ``[M, L]``: ``last`` weight at the last split attempt, ``mc_ok``/``nb_ok`` correct
   weight of the two leaf predictors, and the heads of two lists: the leaf's categorical features
   (``f_head``) and its numeric observers (``o_head``).
-* categorical feature rows ``[M, F]`` (one per (leaf, feature) seen): ``catw [M, F, C]`` observed
-  weight per class, ``nvals`` distinct values seen, ``f_attr`` the feature, ``v_head`` its list
-  of value rows.
-* value rows ``[M, E]`` (one per (leaf, category code) seen): ``cat [M, E, C]`` weight per class,
-  ``v_code`` the code.
-* numeric observers ``[M, O]`` (one per (leaf, numeric feature) seen): ``num [M, O, C, 7]``
-  (weight, mean, M2, min, max, and the naive-Bayes variance and its log, cached lazily:
-  0 = stale), ``o_attr`` the feature.
+* categorical feature rows ``[M, F]`` (one per (leaf, feature) seen): observed weight per class
+  in ``fw_at``/``fw_len``, ``nvals`` distinct values seen, ``f_attr`` the feature, ``v_head`` its
+  list of value rows.
+* value rows ``[M, E]`` (one per (leaf, category code) seen): weight per class in
+  ``vw_at``/``vw_len``, ``v_code`` the code.
+* numeric observers ``[M, O]`` (one per (leaf, numeric feature) seen): one Gaussian estimator per
+  class in ``g_at``/``g_len`` (weight, mean, M2, min, max, and the naive-Bayes variance and its
+  log, cached: ``o_fresh`` is 0 when that cache is stale), ``o_attr`` the feature.
+
+Class entries. A row's per-class statistics are one *block* of a per-member pool: ``wc``/``wv``
+(class code, weight) for the weight rows of nodes, feature rows and value rows, ``gc``/``gv``
+(class code, ``NUM_STATS`` floats) for the Gaussian observers. ``*_at`` is the block's first
+entry (-1: none) and ``*_len`` its number of entries, sorted by class code; the block holds
+``block_cap(len)`` entries (0, 1, 2, 4, 8, ...). A class new to a row is sorted in; a full block
+moves to a new one of twice the size at the pool's end and its old entries become garbage
+(``w_dead``/``g_dead``). A member's blocks are compacted when at least half of what it used is
+garbage (decided on those counts only, so the layout never depends on capacities); a pool out of
+room doubles (for every member; ``pgen`` counts the
+reallocations so that Python picks the new arrays up). So a row costs O(classes it saw) bytes and
+a leaf's prediction O(classes seen at the leaf), and every sum over classes runs in class-code
+order over the entries present: the same floating-point sums as over the dense ``[.., C]``
+blocks this replaced (absent classes added 0.0, which changes no sum), hence the same results.
+Every entry present has weight > 0 (entries are created by learning with w > 0, or copied from a
+positive estimate when a leaf splits), so "the node has weight" is "it has an entry". A leaf's
+total weight is kept approximately in ``wsum`` (derived, never saved) so that the grace-period
+test sums the leaf's entries in class order only when the total may have reached the threshold.
+
+Outputs. ``tree_proba`` writes a member's probabilities sparsely: class codes ``pk`` and values
+``pv`` (the classes of the leaf, in code order) and returns their number (0: no prediction).
 
 Lists are singly linked through ``*_next`` and kept sorted by key (feature, code) so that every
 sum runs in the order of the dense layout it replaced: an item whose key is above the list's tail
@@ -64,23 +86,27 @@ PRED_MC, PRED_NB, PRED_NBA, PRED_STUMP = 0, 1, 2, 3
 CRIT_INFO_GAIN, CRIT_GINI = 0, 1
 W, MEAN, M2, MIN, MAX, VAR, LOGVAR = 0, 1, 2, 3, 4, 5, 6
 NUM_STATS = 7
+WPOOL, GPOOL = 0, 1  # the class-entry pools: weights, Gaussian estimators
 KEY_VALUE, KEY_FEATURE, KEY_OBSERVER, KEY_CHILD = 0, 1, 2, 3  # kinds of index keys
 OTHER_BRANCH = -3  # branch of a categorical split shared by the values it has no branch for
 ID_BITS = 36  # a key is (slot << 38) | (id << 2) | kind: ids < 2**36, slots < 2**25
 MAX_ID = 1 << ID_BITS
 MAX_SLOTS = 1 << 25
 DIRECT = 32  # features (of each kind) whose rows a leaf finds through f_of / o_of
+WSUM_SLACK = 1e-6  # relative error bound of the running leaf totals ``wsum`` (see tree_learn)
 
-NODE_FIELDS = ("kind", "attr", "thr", "slot", "child", "sibling", "branch", "depth", "dist",
-               "n_nodes")  # fmt: skip
+NODE_FIELDS = ("kind", "attr", "thr", "slot", "child", "sibling", "branch", "depth", "d_at",
+               "d_len", "n_nodes")  # fmt: skip
 SLOT_FIELDS = ("last", "mc_ok", "nb_ok", "f_head", "f_tail", "f_pend", "o_head", "o_tail",
                "o_pend", "free", "n_free", "n_slots")  # fmt: skip
-FEATURE_FIELDS = ("catw", "nvals", "f_attr", "f_next", "v_head", "v_tail", "v_pend", "n_f",
-                  "f_freed")  # fmt: skip
-VALUE_FIELDS = ("cat", "v_code", "v_next", "n_v", "v_freed")
-OBSERVER_FIELDS = ("num", "o_attr", "o_next", "n_o", "o_freed")
-STATE_FIELDS = NODE_FIELDS + SLOT_FIELDS + FEATURE_FIELDS + VALUE_FIELDS + OBSERVER_FIELDS
-INDEX_FIELDS = ("hkey", "hval", "n_keys", "f_of", "o_of", "width")  # derived, never saved
+FEATURE_FIELDS = ("fw_at", "fw_len", "nvals", "f_attr", "f_next", "v_head", "v_tail", "v_pend",
+                  "n_f", "f_freed")  # fmt: skip
+VALUE_FIELDS = ("vw_at", "vw_len", "v_code", "v_next", "n_v", "v_freed")
+OBSERVER_FIELDS = ("g_at", "g_len", "o_fresh", "o_attr", "o_next", "n_o", "o_freed")
+POOL_FIELDS = ("wc", "wv", "w_used", "w_dead", "gc", "gv", "g_used", "g_dead")
+STATE_FIELDS = (NODE_FIELDS + SLOT_FIELDS + FEATURE_FIELDS + VALUE_FIELDS + OBSERVER_FIELDS
+                + POOL_FIELDS)  # fmt: skip
+INDEX_FIELDS = ("hkey", "hval", "n_keys", "f_of", "o_of", "width", "wsum", "pgen")  # never saved
 PARAM_FIELDS = (
     "grace_period", "delta", "tau", "criterion", "leaf_prediction", "nb_threshold",
     "max_depth", "max_nodes", "n_split_points", "min_branch_frac",
@@ -98,7 +124,8 @@ class TreeState(NamedTuple):
     sibling: np.ndarray
     branch: np.ndarray
     depth: np.ndarray
-    dist: np.ndarray
+    d_at: np.ndarray
+    d_len: np.ndarray
     n_nodes: np.ndarray
     last: np.ndarray
     mc_ok: np.ndarray
@@ -112,7 +139,8 @@ class TreeState(NamedTuple):
     free: np.ndarray
     n_free: np.ndarray
     n_slots: np.ndarray
-    catw: np.ndarray
+    fw_at: np.ndarray
+    fw_len: np.ndarray
     nvals: np.ndarray
     f_attr: np.ndarray
     f_next: np.ndarray
@@ -121,22 +149,35 @@ class TreeState(NamedTuple):
     v_pend: np.ndarray
     n_f: np.ndarray
     f_freed: np.ndarray
-    cat: np.ndarray
+    vw_at: np.ndarray
+    vw_len: np.ndarray
     v_code: np.ndarray
     v_next: np.ndarray
     n_v: np.ndarray
     v_freed: np.ndarray
-    num: np.ndarray
+    g_at: np.ndarray
+    g_len: np.ndarray
+    o_fresh: np.ndarray
     o_attr: np.ndarray
     o_next: np.ndarray
     n_o: np.ndarray
     o_freed: np.ndarray
+    wc: np.ndarray
+    wv: np.ndarray
+    w_used: np.ndarray
+    w_dead: np.ndarray
+    gc: np.ndarray
+    gv: np.ndarray
+    g_used: np.ndarray
+    g_dead: np.ndarray
     hkey: np.ndarray
     hval: np.ndarray
     n_keys: np.ndarray
     f_of: np.ndarray
     o_of: np.ndarray
     width: np.ndarray
+    wsum: np.ndarray
+    pgen: np.ndarray
 
 
 class TreeParams(NamedTuple):
@@ -167,25 +208,37 @@ class BankType(types.StructRef):
 
 
 class Bank(structref.StructRefProxy):
-    """Python handle of a ``BankType``; Python reads the arrays through ``TreeState``."""
+    """Python handle of a ``BankType``; Python reads the arrays through ``TreeState`` (and the
+    pools, which kernels may replace, through ``pools``)."""
 
 
 structref.define_proxy(Bank, BankType, list(STATE_FIELDS + INDEX_FIELDS + PARAM_FIELDS))
 
 
 @nb.njit(cache=True)
-def _make_bank(kind, attr, thr, slot, child, sibling, branch, depth, dist, n_nodes, last, mc_ok,
-               nb_ok, f_head, f_tail, f_pend, o_head, o_tail, o_pend, free, n_free, n_slots, catw,
-               nvals, f_attr, f_next, v_head, v_tail, v_pend, n_f, f_freed, cat, v_code, v_next,
-               n_v, v_freed, num, o_attr, o_next, n_o, o_freed, hkey, hval, n_keys, f_of, o_of,
-               width, grace_period, delta, tau, criterion, leaf_prediction, nb_threshold, max_depth,
-               max_nodes, n_split_points, min_branch_frac):  # fmt: skip
-    return Bank(kind, attr, thr, slot, child, sibling, branch, depth, dist, n_nodes, last, mc_ok,
-                nb_ok, f_head, f_tail, f_pend, o_head, o_tail, o_pend, free, n_free, n_slots,
-                catw, nvals, f_attr, f_next, v_head, v_tail, v_pend, n_f, f_freed, cat, v_code,
-                v_next, n_v, v_freed, num, o_attr, o_next, n_o, o_freed, hkey, hval, n_keys,
-                f_of, o_of, width, grace_period, delta, tau, criterion, leaf_prediction, nb_threshold,
-                max_depth, max_nodes, n_split_points, min_branch_frac)  # fmt: skip
+def _make_bank(kind, attr, thr, slot, child, sibling, branch, depth, d_at, d_len, n_nodes, last,
+               mc_ok, nb_ok, f_head, f_tail, f_pend, o_head, o_tail, o_pend, free, n_free,
+               n_slots, fw_at, fw_len, nvals, f_attr, f_next, v_head, v_tail, v_pend, n_f,
+               f_freed, vw_at, vw_len, v_code, v_next, n_v, v_freed, g_at, g_len, o_fresh,
+               o_attr, o_next, n_o, o_freed, wc, wv, w_used, w_dead, gc, gv, g_used, g_dead,
+               hkey, hval, n_keys, f_of, o_of, width, wsum, pgen, grace_period, delta, tau,
+               criterion, leaf_prediction, nb_threshold, max_depth, max_nodes, n_split_points,
+               min_branch_frac):  # fmt: skip
+    return Bank(kind, attr, thr, slot, child, sibling, branch, depth, d_at, d_len, n_nodes, last,
+                mc_ok, nb_ok, f_head, f_tail, f_pend, o_head, o_tail, o_pend, free, n_free,
+                n_slots, fw_at, fw_len, nvals, f_attr, f_next, v_head, v_tail, v_pend, n_f,
+                f_freed, vw_at, vw_len, v_code, v_next, n_v, v_freed, g_at, g_len, o_fresh,
+                o_attr, o_next, n_o, o_freed, wc, wv, w_used, w_dead, gc, gv, g_used, g_dead,
+                hkey, hval, n_keys, f_of, o_of, width, wsum, pgen, grace_period, delta, tau,
+                criterion, leaf_prediction, nb_threshold, max_depth, max_nodes, n_split_points,
+                min_branch_frac)  # fmt: skip
+
+
+@nb.njit(cache=True)
+def pools(T):
+    """The class-entry pool arrays ``(wc, wv, gc, gv)`` the bank holds now (kernels replace them
+    when they grow)."""
+    return T.wc, T.wv, T.gc, T.gv
 
 
 def make_bank(T: TreeState, P: TreeParams) -> Bank:
@@ -314,7 +367,8 @@ def index_list(T, m, s, nxt, ident, i, kind):
 
 @nb.njit(cache=True)
 def build_index(T):
-    """Rebuild the index from the leaves' lists, e.g. after loading a state."""
+    """Rebuild the index (and the leaves' running totals ``wsum``) from the leaves' lists, e.g.
+    after loading a state."""
     T.hkey[:] = -1
     T.n_keys[:] = 0
     T.f_of[:] = -1
@@ -329,6 +383,7 @@ def build_index(T):
             s = T.slot[m, n]
             if s < 0:
                 continue
+            T.wsum[m, s] = block_sum(T.wv, m, T.d_at[m, n], T.d_len[m, n])
             index_list(T, m, s, T.o_next, T.o_attr, T.o_head[m, s], KEY_OBSERVER)
             index_list(T, m, s, T.o_next, T.o_attr, T.o_pend[m, s], KEY_OBSERVER)
             for f in (T.f_head[m, s], T.f_pend[m, s]):
@@ -337,6 +392,205 @@ def build_index(T):
                     index_list(T, m, s, T.v_next, T.v_code, T.v_head[m, f], KEY_VALUE)
                     index_list(T, m, s, T.v_next, T.v_code, T.v_pend[m, f], KEY_VALUE)
                     f = T.f_next[m, f]
+
+
+# --------------------------------------------------------------------------- class entries
+@nb.njit(cache=True)
+def block_cap(n):
+    """Entries of the block of a row with n class entries: 0, 1, 2, 4, 8, ... (most value rows
+    of a high-cardinality feature see one class)."""
+    if n == 0:
+        return 0
+    c = 1
+    while c < n:
+        c *= 2
+    return c
+
+
+@nb.njit(cache=True)
+def pool_of(T, pool):
+    """(class codes, values, values per entry, used, garbage) of ``pool`` (WPOOL or GPOOL)."""
+    if pool == WPOOL:
+        return T.wc, T.wv, 1, T.w_used, T.w_dead
+    return T.gc, T.gv, NUM_STATS, T.g_used, T.g_dead
+
+
+@nb.njit(cache=True)
+def entry_pos(cls, m, a, n, k):
+    """Offset of class k in the block at ``a`` with n entries, else -1 - where it goes."""
+    if k < n and cls[m, a + k] == k:  # the block holds classes 0..k (the usual few classes)
+        return k
+    lo = 0
+    hi = n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if cls[m, a + mid] < k:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < n and cls[m, a + lo] == k:
+        return lo
+    return -1 - lo
+
+
+@nb.njit(cache=True)
+def n_below(cls, m, a, n, k):
+    """Entries of the block at ``a`` with n entries whose class is below k."""
+    while n > 0 and cls[m, a + n - 1] >= k:
+        n -= 1
+    return n
+
+
+@nb.njit(cache=True)
+def block_sum(wv, m, a, n):
+    """Sum of the weights of n entries from ``a`` (in class order)."""
+    tot = 0.0
+    for i in range(n):
+        tot += wv[m, a + i]
+    return tot
+
+
+@nb.njit(cache=True)
+def compact_rows(cls, val, width, at, ln, n_rows, m, tc, tv, pos):
+    """Copy the blocks of rows ``0..n_rows`` into ``tc``/``tv`` from ``pos``; returns the end."""
+    for r in range(n_rows):
+        n = ln[m, r]
+        if n == 0:
+            continue
+        a = at[m, r]
+        for i in range(n):
+            tc[pos + i] = cls[m, a + i]
+        for i in range(n * width):
+            tv[pos * width + i] = val[m, a * width + i]
+        at[m, r] = pos
+        pos += block_cap(n)
+    return pos
+
+
+@nb.njit(cache=True)
+def must_compact(used, dead, m):
+    """Whether member m's blocks are compacted before its next new block: when at least half of
+    what it used is garbage. Decided on used and garbage only, never on the capacity, so that the
+    layout (saved in the state) does not depend on when arrays grew or whether a state was
+    reloaded."""
+    return dead[m] >= 32 and 2 * dead[m] >= used[m]
+
+
+@nb.njit(cache=True)
+def pool_make_room(T, pool, m, size):
+    """Room for a block of ``size`` entries in member m's part of ``pool``: its blocks are
+    compacted when ``must_compact``, and the pool (every member's part) doubles if there is not
+    room enough."""
+    cls, val, width, used, dead = pool_of(T, pool)
+    if must_compact(used, dead, m):
+        tc = np.full(used[m], -1, np.int64)  # (entries past a block's length stay clean)
+        tv = np.zeros(used[m] * width)
+        if pool == WPOOL:
+            pos = compact_rows(cls, val, width, T.d_at, T.d_len, T.n_nodes[m], m, tc, tv, 0)
+            pos = compact_rows(cls, val, width, T.fw_at, T.fw_len, T.n_f[m], m, tc, tv, pos)
+            pos = compact_rows(cls, val, width, T.vw_at, T.vw_len, T.n_v[m], m, tc, tv, pos)
+        else:
+            pos = compact_rows(cls, val, width, T.g_at, T.g_len, T.n_o[m], m, tc, tv, 0)
+        cls[m, : used[m]] = tc
+        val[m, : used[m] * width] = tv
+        used[m] = pos
+        dead[m] = 0
+    have = cls.shape[1]
+    if used[m] + size <= have:
+        return
+    grown = max(2 * have, used[m] + size)
+    new_cls = np.full((cls.shape[0], grown), -1, np.int64)
+    new_val = np.zeros((cls.shape[0], grown * width))
+    new_cls[:, :have] = cls
+    new_val[:, : have * width] = val
+    if pool == WPOOL:
+        T.wc = new_cls
+        T.wv = new_val
+    else:
+        T.gc = new_cls
+        T.gv = new_val
+    T.pgen[0] += 1
+
+
+@nb.njit(cache=True)
+def entry_of(T, pool, at, ln, m, row, k):
+    """Index in ``pool`` of the entry of class k of ``row`` (block headers ``at``/``ln``); a new
+    one is sorted in (weight 0, or an empty Gaussian) if the row has none. May move blocks and
+    replace the pool's arrays: read them again after a call."""
+    cls, val, width, used, dead = pool_of(T, pool)
+    n = ln[m, row]
+    a = at[m, row]
+    p = entry_pos(cls, m, a, n, k)
+    if p >= 0:
+        return a + p
+    p = -1 - p
+    if n == block_cap(n):  # full (or none): a block twice the size
+        size = block_cap(n + 1)
+        if used[m] + size > cls.shape[1] or must_compact(used, dead, m):
+            pool_make_room(T, pool, m, size)
+            cls, val, width, used, dead = pool_of(T, pool)
+            a = at[m, row]  # compaction moves blocks
+        b = used[m]
+        used[m] += size
+        for i in range(n):
+            cls[m, b + i] = cls[m, a + i]
+        for i in range(n * width):
+            val[m, b * width + i] = val[m, a * width + i]
+        dead[m] += block_cap(n)
+        at[m, row] = b
+        a = b
+    for i in range(n, p, -1):
+        cls[m, a + i] = cls[m, a + i - 1]
+        for t in range(width):
+            val[m, (a + i) * width + t] = val[m, (a + i - 1) * width + t]
+    cls[m, a + p] = k
+    for t in range(width):
+        val[m, (a + p) * width + t] = 0.0
+    if pool == GPOOL:  # an empty Gaussian estimator
+        val[m, (a + p) * width + MIN] = np.inf
+        val[m, (a + p) * width + MAX] = -np.inf
+    ln[m, row] = n + 1
+    return a + p
+
+
+@nb.njit(cache=True)
+def add_weight(T, at, ln, m, row, k, w):
+    """Add w to the weight of class k of a weight row (headers ``at``/``ln``)."""
+    a = at[m, row]
+    if k < ln[m, row] and T.wc[m, a + k] == k:  # the usual few classes: no search, no call
+        T.wv[m, a + k] += w
+    else:
+        i = entry_of(T, WPOOL, at, ln, m, row, k)  # first: it may replace T.wv
+        T.wv[m, i] += w
+
+
+@nb.njit(cache=True)
+def block_free(T, pool, at, ln, m, row):
+    """The row's block becomes garbage; the row has no entries."""
+    cls, val, width, used, dead = pool_of(T, pool)
+    dead[m] += block_cap(ln[m, row])
+    ln[m, row] = 0
+    at[m, row] = -1
+
+
+@nb.njit(cache=True)
+def weights_below(T, at, ln, m, row, n_classes):
+    """(first entry, entries) of the weight row's classes below ``n_classes``."""
+    a = at[m, row]
+    return a, n_below(T.wc, m, a, ln[m, row], n_classes)
+
+
+@nb.njit(cache=True)
+def node_weight(T, m, node, n_classes):
+    """Total class weight of a node (classes below ``n_classes``, in class order)."""
+    a, n = weights_below(T, T.d_at, T.d_len, m, node, n_classes)
+    return block_sum(T.wv, m, a, n)
+
+
+@nb.njit(cache=True)
+def has_weight(T, m, node, n_classes):
+    """Whether the node has weight for a class below ``n_classes`` (entries are > 0)."""
+    return T.d_len[m, node] > 0 and T.wc[m, T.d_at[m, node]] < n_classes
 
 
 # --------------------------------------------------------------------------- pools and lists
@@ -411,11 +665,13 @@ def list_sort(nxt, key, head, tail, pend, m, owner):
 
 
 @nb.njit(cache=True)
-def release_list(T, m, s, nxt, ident, freed, i, kind):
-    """Unindex the rows of a list starting at ``i`` and put them on the pool's free list."""
+def release_list(T, m, s, nxt, ident, freed, i, kind, pool, at, ln):
+    """Unindex the rows of a list starting at ``i``, free their class blocks (headers
+    ``at``/``ln`` in ``pool``) and put them on the pool's free list."""
     while i >= 0:
         after = nxt[m, i]
         row_set(T, m, s, ident[m, i], kind, -1)
+        block_free(T, pool, at, ln, m, i)
         nxt[m, i] = freed[m]
         freed[m] = i
         i = after
@@ -435,14 +691,17 @@ def clear_lists(T, m, s):
 @nb.njit(cache=True)
 def release_slot(T, m, s):
     """Free every statistics row of leaf slot s (its leaf has split)."""
-    release_list(T, m, s, T.o_next, T.o_attr, T.o_freed, T.o_head[m, s], KEY_OBSERVER)
-    release_list(T, m, s, T.o_next, T.o_attr, T.o_freed, T.o_pend[m, s], KEY_OBSERVER)
+    for o in (T.o_head[m, s], T.o_pend[m, s]):
+        release_list(T, m, s, T.o_next, T.o_attr, T.o_freed, o, KEY_OBSERVER, GPOOL, T.g_at,
+                     T.g_len)  # fmt: skip
     for f in (T.f_head[m, s], T.f_pend[m, s]):
         while f >= 0:
-            release_list(T, m, s, T.v_next, T.v_code, T.v_freed, T.v_head[m, f], KEY_VALUE)
-            release_list(T, m, s, T.v_next, T.v_code, T.v_freed, T.v_pend[m, f], KEY_VALUE)
+            for e in (T.v_head[m, f], T.v_pend[m, f]):
+                release_list(T, m, s, T.v_next, T.v_code, T.v_freed, e, KEY_VALUE, WPOOL,
+                             T.vw_at, T.vw_len)  # fmt: skip
             after = T.f_next[m, f]
             row_set(T, m, s, T.f_attr[m, f], KEY_FEATURE, -1)
+            block_free(T, WPOOL, T.fw_at, T.fw_len, m, f)
             T.f_next[m, f] = T.f_freed[m]
             T.f_freed[m] = f
             f = after
@@ -451,9 +710,10 @@ def release_slot(T, m, s):
 
 @nb.njit(cache=True)
 def add_feature(T, m, s, a):
-    """A new (zeroed) categorical feature row for feature a at slot s."""
+    """A new (empty) categorical feature row for feature a at slot s."""
     f = pool_take(T.f_next, T.f_freed, T.n_f, m)
-    T.catw[m, f] = 0.0
+    T.fw_at[m, f] = -1
+    T.fw_len[m, f] = 0
     T.nvals[m, f] = 0
     T.f_attr[m, f] = a
     T.v_head[m, f] = -1
@@ -466,9 +726,10 @@ def add_feature(T, m, s, a):
 
 @nb.njit(cache=True)
 def add_value(T, m, s, f, code):
-    """A new (zeroed) value row for category ``code`` of feature row f at slot s."""
+    """A new (empty) value row for category ``code`` of feature row f at slot s."""
     e = pool_take(T.v_next, T.v_freed, T.n_v, m)
-    T.cat[m, e] = 0.0
+    T.vw_at[m, e] = -1
+    T.vw_len[m, e] = 0
     T.v_code[m, e] = code
     list_add(T.v_next, T.v_code, T.v_head, T.v_tail, T.v_pend, m, f, e)
     row_set(T, m, s, code, KEY_VALUE, e)
@@ -480,13 +741,38 @@ def add_value(T, m, s, f, code):
 def add_observer(T, m, s, j):
     """A new (empty) Gaussian observer for numeric feature j at slot s."""
     o = pool_take(T.o_next, T.o_freed, T.n_o, m)
-    T.num[m, o] = 0.0
-    T.num[m, o, :, MIN] = np.inf
-    T.num[m, o, :, MAX] = -np.inf
+    T.g_at[m, o] = -1
+    T.g_len[m, o] = 0
+    T.o_fresh[m, o] = 0
     T.o_attr[m, o] = j
     list_add(T.o_next, T.o_attr, T.o_head, T.o_tail, T.o_pend, m, s, o)
     row_set(T, m, s, j, KEY_OBSERVER, o)
     return o
+
+
+@nb.njit(cache=True)
+def fill_weights(T, at, ln, m, row, dense):
+    """Entries of a new weight row from a dense vector over classes (its positive values), e.g.
+    when an older state is loaded."""
+    for k in range(dense.shape[0]):
+        if dense[k] > 0.0:
+            add_weight(T, at, ln, m, row, k, dense[k])
+
+
+@nb.njit(cache=True)
+def fill_gaussians(T, m, o, dense):
+    """Entries of a new observer from dense ``[C, NUM_STATS]`` estimators (those with weight).
+    Their cached variances are kept (as the dense layout did: they were computed by the code
+    that wrote them) unless one is stale (0)."""
+    fresh = 1
+    for k in range(dense.shape[0]):
+        if dense[k, W] > 0.0:
+            i = entry_of(T, GPOOL, T.g_at, T.g_len, m, o, k)
+            for t in range(NUM_STATS):
+                T.gv[m, i * NUM_STATS + t] = dense[k, t]
+            if dense[k, VAR] == 0.0:
+                fresh = 0
+    T.o_fresh[m, o] = fresh
 
 
 # --------------------------------------------------------------------------- allocation helpers
@@ -505,6 +791,7 @@ def alloc_slot(T, m):
     T.last[m, s] = 0.0
     T.mc_ok[m, s] = 0.0
     T.nb_ok[m, s] = 0.0
+    T.wsum[m, s] = 0.0
     return s
 
 
@@ -519,7 +806,8 @@ def new_leaf(T, m, depth, branch):
     T.sibling[m, n] = -1
     T.branch[m, n] = branch
     T.depth[m, n] = depth
-    T.dist[m, n] = 0.0
+    T.d_at[m, n] = -1
+    T.d_len[m, n] = 0
     T.slot[m, n] = alloc_slot(T, m)
     return n
 
@@ -541,6 +829,10 @@ def tree_reset(T, m):
     T.n_keys[m] = 0
     T.f_of[m] = -1
     T.o_of[m] = -1
+    T.w_used[m] = 0  # the class-entry pools: every block of the member is gone
+    T.w_dead[m] = 0
+    T.g_used[m] = 0
+    T.g_dead[m] = 0
     new_leaf(T, m, 0, 0)
 
 
@@ -548,7 +840,7 @@ def tree_reset(T, m):
 def has_room(T, P, need):
     """True if every member can take ``need`` more nodes and slots, and the statistics rows and
     index keys of one example of ``width = (categorical, numeric)`` features, without growing
-    arrays."""
+    arrays (the class-entry pools grow by themselves)."""
     A = T.width[0]
     J = T.width[1]
     n_nodes = T.n_nodes
@@ -560,9 +852,9 @@ def has_room(T, P, need):
     n_keys = T.n_keys
     N = T.kind.shape[1] - need
     L = T.last.shape[1] - need
-    F = T.catw.shape[1] - A
-    E = T.cat.shape[1] - A
-    O = T.num.shape[1] - J  # noqa: E741
+    F = T.nvals.shape[1] - A
+    E = T.v_code.shape[1] - A
+    O = T.o_attr.shape[1] - J  # noqa: E741
     H = T.hkey.shape[1] // 2 - 2 * A - J - need
     for m in range(n_nodes.shape[0]):
         if n_nodes[m] > N or n_slots[m] - n_free[m] > L:
@@ -578,9 +870,7 @@ def heaviest_child(T, m, node, n_classes):
     best, best_w = -1, -1.0
     c = T.child[m, node]
     while c >= 0:
-        w = 0.0
-        for k in range(n_classes):
-            w += T.dist[m, c, k]
+        w = node_weight(T, m, c, n_classes)
         if w > best_w:
             best, best_w = c, w
         c = T.sibling[m, c]
@@ -630,11 +920,11 @@ def sort_to_leaf(T, P, m, xn, xc, n_classes, grow):
     """
     node = 0
     last_nonempty = 0
+    d_at = T.d_at
+    d_len = T.d_len
+    wc = T.wc  # (routing grows no class blocks)
     while True:
-        tot = 0.0
-        for k in range(n_classes):
-            tot += T.dist[m, node, k]
-        if tot > 0.0:
+        if d_len[m, node] > 0 and wc[m, d_at[m, node]] < n_classes:  # has_weight
             last_nonempty = node
         kd = T.kind[m, node]
         if kd == LEAF:
@@ -670,7 +960,8 @@ def sort_to_leaf(T, P, m, xn, xc, n_classes, grow):
 def update_leaf(T, m, node, xn, xc, y, w, code_attr):
     # Scalar indexing throughout: numba array views cost ~5x in these hot loops.
     s = T.slot[m, node]
-    T.dist[m, node, y] += w
+    add_weight(T, T.d_at, T.d_len, m, node, y, w)
+    T.wsum[m, s] += w
     for a in range(xc.shape[0]):
         code = xc[a]
         if code >= 0:
@@ -680,64 +971,80 @@ def update_leaf(T, m, node, xn, xc, y, w, code_attr):
             e = index_find(T, m, stat_key(s, code, KEY_VALUE))
             if e < 0:  # a value new to this leaf (w > 0: a row exists iff its weight is > 0)
                 e = add_value(T, m, s, f, code)
-            T.cat[m, e, y] += w
-            T.catw[m, f, y] += w
-    num = T.num
-    C = num.shape[2]
+            add_weight(T, T.vw_at, T.vw_len, m, e, y, w)
+            add_weight(T, T.fw_at, T.fw_len, m, f, y, w)
     o_of = T.o_of
+    g_at = T.g_at
+    g_len = T.g_len
+    o_fresh = T.o_fresh
+    gc = T.gc
+    gv = T.gv
     for j in range(xn.shape[0]):
         v = xn[j]
         if not np.isnan(v):
             o = o_of[m, s, j] if j < o_of.shape[2] else row_find(T, m, s, j, KEY_OBSERVER)
             if o < 0:
                 o = add_observer(T, m, s, j)
-            wn = num[m, o, y, W] + w
-            d = v - num[m, o, y, MEAN]
-            mean = num[m, o, y, MEAN] + d * (w / wn)
-            num[m, o, y, MEAN] = mean
-            num[m, o, y, M2] += w * d * (v - mean)
-            num[m, o, y, W] = wn
-            if v < num[m, o, y, MIN]:
-                num[m, o, y, MIN] = v
-            if v > num[m, o, y, MAX]:
-                num[m, o, y, MAX] = v
-            for k in range(C):
-                num[m, o, k, VAR] = 0.0  # stale: nb_proba recomputes it when needed
+            ga = g_at[m, o]
+            if y < g_len[m, o] and gc[m, ga + y] == y:  # the usual few classes: no search
+                b = (ga + y) * NUM_STATS
+            else:  # a search; or a class new to the observer (the pool may grow: read it anew)
+                b = entry_of(T, GPOOL, g_at, g_len, m, o, y) * NUM_STATS
+                gc = T.gc
+                gv = T.gv
+            wn = gv[m, b + W] + w
+            d = v - gv[m, b + MEAN]
+            mean = gv[m, b + MEAN] + d * (w / wn)
+            gv[m, b + MEAN] = mean
+            gv[m, b + M2] += w * d * (v - mean)
+            gv[m, b + W] = wn
+            if v < gv[m, b + MIN]:
+                gv[m, b + MIN] = v
+            if v > gv[m, b + MAX]:
+                gv[m, b + MAX] = v
+            o_fresh[m, o] = 0  # stale: nb_proba recomputes the variances when needed
 
 
 @nb.njit(cache=True)
-def gaussian_cache(num, m, o, C):
-    """Naive-Bayes variance of every class for the numeric observer o (the unbiased weighted
+def gaussian_cache(T, m, o):
+    """Naive-Bayes variance of every class of the numeric observer o (the unbiased weighted
     variance) and its log. A class with zero variance (one value so far) gets VAR = -1: its
     density is 1 at that value and 0 elsewhere, MOA's GaussianEstimator rule. A feature with zero
     pooled variance is uninformative and contributes nothing."""
+    gv = T.gv
+    a = T.g_at[m, o]
+    n = T.g_len[m, o]
     pw = 0.0
     pmean = 0.0
     pm2 = 0.0
-    for k in range(C):
-        wk = num[m, o, k, W]
+    for i in range(n):
+        b = (a + i) * NUM_STATS
+        wk = gv[m, b + W]
         if wk > 0.0:
             nw = pw + wk
-            dm = num[m, o, k, MEAN] - pmean
+            dm = gv[m, b + MEAN] - pmean
             pmean += dm * wk / nw
-            pm2 += num[m, o, k, M2] + dm * dm * pw * wk / nw
+            pm2 += gv[m, b + M2] + dm * dm * pw * wk / nw
             pw = nw
+    T.o_fresh[m, o] = 1
     if pm2 <= 0.0:
         # every observation at this leaf has the same value: the feature tells the classes
         # nothing, so its term is made exactly 0 (VAR = inf, LOGVAR = -log(2 pi))
-        for k in range(C):
-            num[m, o, k, VAR] = np.inf
-            num[m, o, k, LOGVAR] = -2.0 * LOG2PI_HALF
+        for i in range(n):
+            b = (a + i) * NUM_STATS
+            gv[m, b + VAR] = np.inf
+            gv[m, b + LOGVAR] = -2.0 * LOG2PI_HALF
         return
-    for k in range(C):
-        wk = num[m, o, k, W]
+    for i in range(n):
+        b = (a + i) * NUM_STATS
+        wk = gv[m, b + W]
         if wk > 0.0:
-            var = num[m, o, k, M2] / (wk - 1.0) if wk > 1.0 else 0.0
+            var = gv[m, b + M2] / (wk - 1.0) if wk > 1.0 else 0.0
             if var > 0.0:
-                num[m, o, k, VAR] = var
-                num[m, o, k, LOGVAR] = math.log(var)
+                gv[m, b + VAR] = var
+                gv[m, b + LOGVAR] = math.log(var)
             else:
-                num[m, o, k, VAR] = -1.0  # degenerate: a point mass at MEAN
+                gv[m, b + VAR] = -1.0  # degenerate: a point mass at MEAN
 
 
 @nb.njit(cache=True)
@@ -746,36 +1053,36 @@ def normal_cdf(z):
 
 
 @nb.njit(cache=True)
-def weight_below(num, m, o, k, t):
-    """Estimated weight of observations <= t for one (feature, class) Gaussian estimator."""
-    w = num[m, o, k, W]
+def weight_below(gv, m, b, t):
+    """Estimated weight of observations <= t for the Gaussian estimator at ``gv[m, b:]``."""
+    w = gv[m, b + W]
     if w <= 0.0:
         return 0.0
-    if t < num[m, o, k, MIN]:
+    if t < gv[m, b + MIN]:
         return 0.0
-    if t >= num[m, o, k, MAX]:
+    if t >= gv[m, b + MAX]:
         return w
-    var = num[m, o, k, M2] / (w - 1.0) if w > 1.0 else 0.0
+    var = gv[m, b + M2] / (w - 1.0) if w > 1.0 else 0.0
     if var <= 0.0:
-        return w if t >= num[m, o, k, MEAN] else 0.0
-    return w * normal_cdf((t - num[m, o, k, MEAN]) / math.sqrt(var))
+        return w if t >= gv[m, b + MEAN] else 0.0
+    return w * normal_cdf((t - gv[m, b + MEAN]) / math.sqrt(var))
 
 
 @nb.njit(cache=True)
-def impurity(rows, i, n, criterion):
-    """``W * H`` of the class weights ``rows[i, :n]`` (W their sum; H entropy in bits, or Gini),
-    computed without division where possible: entropy as ``W log W - sum w log w``."""
+def impurity(vals, m, lo, n, criterion):
+    """``W * H`` of the class weights ``vals[m, lo:lo + n]`` (W their sum; H entropy in bits, or
+    Gini), computed without division where possible: entropy as ``W log W - sum w log w``."""
     tot = 0.0
     if criterion == CRIT_GINI:
         sq = 0.0
-        for k in range(n):
-            v = rows[i, k]
+        for i in range(lo, lo + n):
+            v = vals[m, i]
             tot += v
             sq += v * v
         return tot - sq / tot if tot > 0.0 else 0.0
     acc = 0.0
-    for k in range(n):
-        v = rows[i, k]
+    for i in range(lo, lo + n):
+        v = vals[m, i]
         if v > 0.0:
             tot += v
             acc -= v * math.log(v)
@@ -786,18 +1093,18 @@ def impurity(rows, i, n, criterion):
 
 @nb.njit(cache=True)
 def merit_binary(pre_imp, pre_w, lr, n, criterion, min_frac):
-    """Merit of a binary split with left/right class weights ``lr[0]`` / ``lr[1]``."""
+    """Merit of a binary split with left/right class weights ``lr[0, :n]`` / ``lr[1, :n]``."""
     wl = 0.0
     wr = 0.0
-    for k in range(n):
-        wl += lr[0, k]
-        wr += lr[1, k]
+    for i in range(n):
+        wl += lr[0, i]
+        wr += lr[1, i]
     tot = wl + wr
     if tot <= 0.0:
         return -np.inf
     if min_frac > 0.0 and (wl < min_frac * tot or wr < min_frac * tot):
         return -np.inf
-    post = (impurity(lr, 0, n, criterion) + impurity(lr, 1, n, criterion)) / tot
+    post = (impurity(lr, 0, 0, n, criterion) + impurity(lr, 1, 0, n, criterion)) / tot
     return pre_imp / pre_w - post
 
 
@@ -805,35 +1112,39 @@ def merit_binary(pre_imp, pre_w, lr, n, criterion, min_frac):
 def best_numeric_split(T, P, m, o, n_classes, pre_imp, pre_w, lr, best_lhs):
     """Best threshold for the numeric feature of observer o (MOA's Gaussian observer:
     n_split_points equally spaced candidates between the smallest and largest value seen).
-    Returns (merit, threshold)."""
+    Returns (merit, threshold); ``best_lhs[i]`` the left weight of the observer's i-th class."""
+    gv = T.gv
+    a = T.g_at[m, o]
+    n = n_below(T.gc, m, a, T.g_len[m, o], n_classes)
     lo = np.inf
     hi = -np.inf
-    num = T.num
-    for k in range(n_classes):
-        if num[m, o, k, W] > 0.0:
-            if num[m, o, k, MIN] < lo:
-                lo = num[m, o, k, MIN]
-            if num[m, o, k, MAX] > hi:
-                hi = num[m, o, k, MAX]
+    for i in range(n):
+        b = (a + i) * NUM_STATS
+        if gv[m, b + W] > 0.0:
+            if gv[m, b + MIN] < lo:
+                lo = gv[m, b + MIN]
+            if gv[m, b + MAX] > hi:
+                hi = gv[m, b + MAX]
     best = -np.inf
     best_t = 0.0
     if not (lo < hi):
         return best, best_t
     step = (hi - lo) / (P.n_split_points + 1.0)
-    for i in range(P.n_split_points):
-        t = lo + step * (i + 1.0)
+    for s in range(P.n_split_points):
+        t = lo + step * (s + 1.0)
         if not (t > lo and t < hi):
             continue
-        for k in range(n_classes):
-            b = weight_below(num, m, o, k, t)
-            lr[0, k] = b
-            lr[1, k] = num[m, o, k, W] - b
-        mer = merit_binary(pre_imp, pre_w, lr, n_classes, P.criterion, P.min_branch_frac)
+        for i in range(n):
+            b = (a + i) * NUM_STATS
+            below = weight_below(gv, m, b, t)
+            lr[0, i] = below
+            lr[1, i] = gv[m, b + W] - below
+        mer = merit_binary(pre_imp, pre_w, lr, n, P.criterion, P.min_branch_frac)
         if mer > best:
             best = mer
             best_t = t
-            for k in range(n_classes):
-                best_lhs[k] = lr[0, k]
+            for i in range(n):
+                best_lhs[i] = lr[0, i]
     return best, best_t
 
 
@@ -841,20 +1152,17 @@ def best_numeric_split(T, P, m, o, n_classes, pre_imp, pre_w, lr, best_lhs):
 def categorical_merit(T, P, m, f, n_classes, pre_imp, pre_w):
     """Merit of the multiway split on the categorical feature of feature row f (its values
     summed in code order)."""
-    tot = 0.0
-    for k in range(n_classes):
-        tot += T.catw[m, f, k]
+    a, n = weights_below(T, T.fw_at, T.fw_len, m, f, n_classes)
+    tot = block_sum(T.wv, m, a, n)
     list_sort(T.v_next, T.v_code, T.v_head, T.v_tail, T.v_pend, m, f)
-    cat = T.cat[m]  # [E, C]: one view per call
     post = 0.0
     nbig = 0
     e = T.v_head[m, f]
     while e >= 0:
-        w = 0.0
-        for k in range(n_classes):
-            w += cat[e, k]
+        a, n = weights_below(T, T.vw_at, T.vw_len, m, e, n_classes)
+        w = block_sum(T.wv, m, a, n)
         if w > 0.0:
-            post += impurity(cat, e, n_classes, P.criterion)
+            post += impurity(T.wv, m, a, n, P.criterion)
             if w >= P.min_branch_frac * tot:
                 nbig += 1
         e = T.v_next[m, e]
@@ -869,11 +1177,11 @@ def best_splits(T, P, m, node, n_classes, code_attr, split_lhs):
 
     Returns (best_merit, second_merit, best_kind, best_attr, best_thr); ``best_kind`` is -1 when
     no split beats the null split. ``split_lhs`` receives the left class weights of the best
-    numeric split.
+    numeric split (one per class of its observer, in order; at least as long as the node's
+    classes).
     """
-    pre_w = 0.0
-    for k in range(n_classes):
-        pre_w += T.dist[m, node, k]
+    da, dn = weights_below(T, T.d_at, T.d_len, m, node, n_classes)
+    pre_w = block_sum(T.wv, m, da, dn)
     best = 0.0
     second = 0.0
     bkind = -1
@@ -881,9 +1189,9 @@ def best_splits(T, P, m, node, n_classes, code_attr, split_lhs):
     bthr = 0.0
     if pre_w <= 0.0:
         return best, second, bkind, battr, bthr
-    pre_imp = impurity(T.dist[m], node, n_classes, P.criterion)
-    lr = np.empty((2, n_classes))
-    cand_lhs = np.empty(n_classes)
+    pre_imp = impurity(T.wv, m, da, dn, P.criterion)
+    lr = np.empty((2, dn))
+    cand_lhs = np.empty(dn)
     s = T.slot[m, node]
     # the features the leaf saw, in feature order (ties go to the first, as over a dense block)
     list_sort(T.o_next, T.o_attr, T.o_head, T.o_tail, T.o_pend, m, s)
@@ -896,8 +1204,8 @@ def best_splits(T, P, m, node, n_classes, code_attr, split_lhs):
             bkind = NUMERIC_SPLIT
             battr = T.o_attr[m, o]
             bthr = t
-            for k in range(n_classes):
-                split_lhs[k] = cand_lhs[k]
+            for i in range(dn):
+                split_lhs[i] = cand_lhs[i]
         elif mer > second:
             second = mer
         o = T.o_next[m, o]
@@ -919,58 +1227,75 @@ def best_splits(T, P, m, node, n_classes, code_attr, split_lhs):
 
 # --------------------------------------------------------------------------- prediction
 @nb.njit(cache=True)
-def normalize_into(d, n, out):
+def normalize_into(vals, n, pv):
+    """``pv[:n]`` = ``vals[:n]`` / their sum; False (and zeros) if the sum is not positive."""
     tot = 0.0
-    for k in range(n):
-        tot += d[k]
+    for i in range(n):
+        tot += vals[i]
     if tot <= 0.0:
-        for k in range(n):
-            out[k] = 0.0
+        for i in range(n):
+            pv[i] = 0.0
         return False
-    for k in range(n):
-        out[k] = d[k] / tot
+    for i in range(n):
+        pv[i] = vals[i] / tot
     return True
 
 
 @nb.njit(cache=True)
-def normalize_node(T, m, node, n, out):
-    """``normalize_into`` of the node's class weights ``T.dist[m, node, :n]`` (no view)."""
-    dist = T.dist
+def normalize_row(T, at, ln, m, row, n_classes, pk, pv):
+    """A weight row's classes (below ``n_classes``) into ``pk`` and their weights normalized
+    into ``pv``; returns their number (0 if the row has no weight)."""
+    a, n = weights_below(T, at, ln, m, row, n_classes)
+    wc = T.wc
+    wv = T.wv
     tot = 0.0
-    for k in range(n):
-        tot += dist[m, node, k]
+    for i in range(n):
+        tot += wv[m, a + i]
     if tot <= 0.0:
-        for k in range(n):
-            out[k] = 0.0
-        return False
-    for k in range(n):
-        out[k] = dist[m, node, k] / tot
-    return True
+        return 0
+    for i in range(n):
+        pk[i] = wc[m, a + i]
+        pv[i] = wv[m, a + i] / tot
+    return n
 
 
 @nb.njit(cache=True)
-def nb_proba(T, m, node, xn, xc, n_classes, out):
+def normalize_node(T, m, node, n_classes, pk, pv):
+    """``normalize_row`` of the node's class weights."""
+    return normalize_row(T, T.d_at, T.d_len, m, node, n_classes, pk, pv)
+
+
+@nb.njit(cache=True)
+def weight_of(wc, wv, m, a, n, k, j):
+    """(weight of class k, where the search stops) in the block at ``a`` with n entries, scanning
+    from offset j (classes are asked in increasing order: a merge)."""
+    if k < n and wc[m, a + k] == k:  # the usual few classes: at their own offset
+        return wv[m, a + k], k
+    while j < n and wc[m, a + j] < k:
+        j += 1
+    if j < n and wc[m, a + j] == k:
+        return wv[m, a + j], j
+    return 0.0, j
+
+
+@nb.njit(cache=True)
+def nb_proba(T, m, node, xn, xc, n_classes, pk, pv):
     """Naive Bayes at a leaf: class priors from the leaf's weights, Laplace-smoothed category
     likelihoods ((n + 1) / (n_class + V) with V the values seen at the leaf), Gaussian numeric
     likelihoods (unbiased weighted variance; a class with zero variance has density 1 at its
-    value and 0 elsewhere, as MOA's GaussianEstimator)."""
+    value and 0 elsewhere, as MOA's GaussianEstimator). Over the leaf's classes only: the
+    statistics rows hold a subset of them, merged in class order."""
     # Scalar indexing throughout: numba array views cost ~5x here.
     s = T.slot[m, node]
-    dist = T.dist
-    cat = T.cat
-    logp = out  # log-probabilities are accumulated in place, then exponentiated
-    any_class = False
-    for k in range(n_classes):
-        dk = dist[m, node, k]
-        if dk > 0.0:
-            logp[k] = math.log(dk)
-            any_class = True
-        else:
-            logp[k] = -np.inf
-    if not any_class:
-        for k in range(n_classes):
-            out[k] = 0.0
-        return False
+    da, dn = weights_below(T, T.d_at, T.d_len, m, node, n_classes)
+    if dn == 0:
+        return 0
+    wc = T.wc
+    wv = T.wv
+    logp = pv  # log-probabilities are accumulated in place, then exponentiated
+    for i in range(dn):
+        pk[i] = wc[m, da + i]
+        logp[i] = math.log(wv[m, da + i])  # entries have weight > 0
     for a in range(xc.shape[0]):
         code = xc[a]
         if code < 0:
@@ -982,11 +1307,22 @@ def nb_proba(T, m, node, xn, xc, n_classes, out):
         e = index_find(T, m, stat_key(s, code, KEY_VALUE))
         if e < 0:
             continue  # value never learned at this leaf: skipped, like an unseen value
-        for k in range(n_classes):
-            if dist[m, node, k] > 0.0:
-                logp[k] += math.log((cat[m, e, k] + 1.0) / (T.catw[m, f, k] + V))
-    num = T.num
+        fa = T.fw_at[m, f]
+        fn = T.fw_len[m, f]
+        ea = T.vw_at[m, e]
+        en = T.vw_len[m, e]
+        jf = 0
+        je = 0
+        for i in range(dn):
+            cw, jf = weight_of(wc, wv, m, fa, fn, pk[i], jf)
+            ce, je = weight_of(wc, wv, m, ea, en, pk[i], je)
+            logp[i] += math.log((ce + 1.0) / (cw + V))
     o_of = T.o_of
+    o_fresh = T.o_fresh
+    g_at = T.g_at
+    g_len = T.g_len
+    gc = T.gc
+    gv = T.gv
     for j in range(xn.shape[0]):
         v = xn[j]
         if np.isnan(v):
@@ -994,76 +1330,96 @@ def nb_proba(T, m, node, xn, xc, n_classes, out):
         o = o_of[m, s, j] if j < o_of.shape[2] else row_find(T, m, s, j, KEY_OBSERVER)
         if o < 0:
             continue  # feature never observed at this leaf
-        for k in range(n_classes):
-            if dist[m, node, k] <= 0.0 or num[m, o, k, W] <= 0.0:
+        if o_fresh[m, o] == 0:
+            gaussian_cache(T, m, o)
+        ga = g_at[m, o]
+        gn = g_len[m, o]
+        q = 0
+        for i in range(dn):
+            k = pk[i]
+            if k < gn and gc[m, ga + k] == k:  # the usual few classes: at their own offset
+                q = k
+            else:
+                while q < gn and gc[m, ga + q] < k:
+                    q += 1
+                if q >= gn or gc[m, ga + q] != k:
+                    continue  # no weight for the class
+            b = (ga + q) * NUM_STATS
+            if gv[m, b + W] <= 0.0:
                 continue
-            if num[m, o, k, VAR] == 0.0:
-                gaussian_cache(num, m, o, num.shape[2])
-            z = v - num[m, o, k, MEAN]
-            if num[m, o, k, VAR] < 0.0:  # point mass: density 1 at the value, 0 elsewhere
+            z = v - gv[m, b + MEAN]
+            if gv[m, b + VAR] < 0.0:  # point mass: density 1 at the value, 0 elsewhere
                 if z != 0.0:
-                    logp[k] = -np.inf
+                    logp[i] = -np.inf
                 continue
-            logp[k] += -0.5 * z * z / num[m, o, k, VAR] - 0.5 * num[m, o, k, LOGVAR] - LOG2PI_HALF
+            logp[i] += -0.5 * z * z / gv[m, b + VAR] - 0.5 * gv[m, b + LOGVAR] - LOG2PI_HALF
     mx = -np.inf
-    for k in range(n_classes):
-        if logp[k] > mx:
-            mx = logp[k]
+    for i in range(dn):
+        if logp[i] > mx:
+            mx = logp[i]
     if mx == -np.inf:
         # every class has density 0 somewhere (e.g. seen once, so zero variance, and x differs):
         # naive Bayes cannot tell them apart, so it predicts the class distribution
-        return normalize_node(T, m, node, n_classes, out)
+        return normalize_node(T, m, node, n_classes, pk, pv)
     tot = 0.0
-    for k in range(n_classes):
-        out[k] = math.exp(logp[k] - mx) if dist[m, node, k] > 0.0 else 0.0
-        tot += out[k]
-    for k in range(n_classes):
-        out[k] /= tot
-    return True
+    for i in range(dn):
+        pv[i] = math.exp(logp[i] - mx)
+        tot += pv[i]
+    for i in range(dn):
+        pv[i] /= tot
+    return dn
 
 
 @nb.njit(cache=True)
 def stump_split(T, P, m, node, n_classes, code_attr):
     """The split a decision stump predicts with: ``(kind, attr, threshold)`` of the best split of
     the node's statistics (kind -1: none beats the null split)."""
-    lhs = np.empty(n_classes)
+    lhs = np.empty(max(T.d_len[m, node], 1))
     _, _, bkind, battr, bthr = best_splits(T, P, m, node, n_classes, code_attr, lhs)
     return bkind, battr, bthr
 
 
 @nb.njit(cache=True)
-def stump_apply(T, m, node, xn, xc, n_classes, bkind, battr, bthr, out):
+def stump_apply(T, m, node, xn, xc, n_classes, bkind, battr, bthr, pk, pv):
     """The class distribution of x's branch of the split ``(bkind, battr, bthr)``."""
     s = T.slot[m, node]
     if bkind == NUMERIC_SPLIT and battr < xn.shape[0] and not np.isnan(xn[battr]):
         o = row_find(T, m, s, battr, KEY_OBSERVER)
-        tmp = np.empty(n_classes)
-        for k in range(n_classes):
-            b = weight_below(T.num, m, o, k, bthr)
-            tmp[k] = b if xn[battr] <= bthr else T.num[m, o, k, W] - b
-        if normalize_into(tmp, n_classes, out):
-            return True
+        a = T.g_at[m, o]
+        n = n_below(T.gc, m, a, T.g_len[m, o], n_classes)
+        tmp = np.empty(n)
+        for i in range(n):
+            b = (a + i) * NUM_STATS
+            below = weight_below(T.gv, m, b, bthr)
+            tmp[i] = below if xn[battr] <= bthr else T.gv[m, b + W] - below
+            pk[i] = T.gc[m, a + i]
+        if normalize_into(tmp, n, pv):
+            return n
     elif bkind == CATEGORICAL_SPLIT and battr < xc.shape[0] and xc[battr] >= 0:
         e = index_find(T, m, stat_key(s, xc[battr], KEY_VALUE))
         if e >= 0:  # a value row exists only with weight > 0
-            tot = 0.0
-            for k in range(n_classes):
-                tot += T.cat[m, e, k]
-            for k in range(n_classes):
-                out[k] = T.cat[m, e, k] / tot
-            return True
-    return normalize_node(T, m, node, n_classes, out)
+            n = normalize_row(T, T.vw_at, T.vw_len, m, e, n_classes, pk, pv)
+            if n > 0:
+                return n
+    return normalize_node(T, m, node, n_classes, pk, pv)
 
 
 @nb.njit(cache=True)
-def stump_proba(T, P, m, node, xn, xc, n_classes, code_attr, out):
+def stump_proba(T, P, m, node, xn, xc, n_classes, code_attr, pk, pv):
     """Decision stump: the best split of the node's statistics, applied to x."""
     bkind, battr, bthr = stump_split(T, P, m, node, n_classes, code_attr)
-    return stump_apply(T, m, node, xn, xc, n_classes, bkind, battr, bthr, out)
+    return stump_apply(T, m, node, xn, xc, n_classes, bkind, battr, bthr, pk, pv)
 
 
 @nb.njit(cache=True)
-def stump_predict_rows(B, xn, xc, start, out, n_cls, code_attr):
+def scatter(pk, pv, n, out_row):
+    """A member's sparse probabilities into a dense row (zeroed first up to ``n_classes``)."""
+    for i in range(n):
+        out_row[pk[i]] = pv[i]
+
+
+@nb.njit(cache=True)
+def stump_predict_rows(B, xn, xc, start, out, n_cls, code_attr, pk, pv):
     """``single_run`` predicting (not learning) rows with a standalone decision stump: its state
     does not change between rows, so its split is searched once per number of known classes
     instead of once per row (``tree_proba`` on its single node, a leaf, otherwise)."""
@@ -1071,99 +1427,93 @@ def stump_predict_rows(B, xn, xc, start, out, n_cls, code_attr):
     bkind, battr, bthr = -1, -1, 0.0
     for r in range(start, xn.shape[0]):
         n = n_cls[r]
-        tot = 0.0
-        for k in range(n):
-            tot += B.dist[0, 0, k]
-        if tot <= 0.0:
-            out[r] = 0.0
+        out[r, :n] = 0.0
+        if not has_weight(B, 0, 0, n):
             continue
         if n != split_n:
             bkind, battr, bthr = stump_split(B, B, 0, 0, n, code_attr)
             split_n = n
-        if not stump_apply(B, 0, 0, xn[r], xc[r], n, bkind, battr, bthr, out[r]):
-            out[r] = 0.0
+        k = stump_apply(B, 0, 0, xn[r], xc[r], n, bkind, battr, bthr, pk, pv)
+        scatter(pk, pv, k, out[r])
     return xn.shape[0]
 
 
 @nb.njit(cache=True)
-def leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, out, hint):
+def leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, pk, pv, hint):
     """Prediction at a leaf. When naive Bayes is computed, ``hint[m] = (node, its argmax)`` so
     that learning the same example right after need not compute it again."""
     lp = P.leaf_prediction
     if lp == PRED_STUMP:
-        return stump_proba(T, P, m, node, xn, xc, n_classes, code_attr, out)
+        return stump_proba(T, P, m, node, xn, xc, n_classes, code_attr, pk, pv)
     if lp == PRED_MC:
-        return normalize_node(T, m, node, n_classes, out)
-    tot = 0.0
-    for k in range(n_classes):
-        tot += T.dist[m, node, k]
+        return normalize_node(T, m, node, n_classes, pk, pv)
+    # the leaf's weight is summed only when the threshold can matter (weights are >= 0)
+    enough = P.nb_threshold <= 0.0 or node_weight(T, m, node, n_classes) >= P.nb_threshold
     if lp == PRED_NB:
-        if tot >= P.nb_threshold:
-            return nb_proba(T, m, node, xn, xc, n_classes, out)
-        return normalize_node(T, m, node, n_classes, out)
+        if enough:
+            return nb_proba(T, m, node, xn, xc, n_classes, pk, pv)
+        return normalize_node(T, m, node, n_classes, pk, pv)
     # NBA: naive Bayes unless majority class has been more accurate at this leaf (MOA's rule)
     s = T.slot[m, node]
-    if T.mc_ok[m, s] > T.nb_ok[m, s] or tot < P.nb_threshold:
-        return normalize_node(T, m, node, n_classes, out)
-    ok = nb_proba(T, m, node, xn, xc, n_classes, out)
+    if T.mc_ok[m, s] > T.nb_ok[m, s] or not enough:
+        return normalize_node(T, m, node, n_classes, pk, pv)
+    n = nb_proba(T, m, node, xn, xc, n_classes, pk, pv)
     hint[m, 0] = node
-    hint[m, 1] = argmax(out, n_classes) if ok else -1
-    return ok
+    hint[m, 1] = argmax(pk, pv, n)
+    return n
 
 
 @nb.njit(cache=True)
-def tree_proba(T, P, m, xn, xc, n_classes, code_attr, out, hint):
-    """Class probabilities of member m for one example into ``out``; False if it has none.
+def tree_proba(T, P, m, xn, xc, n_classes, code_attr, pk, pv, hint):
+    """Class probabilities of member m for one example, sparse: class codes into ``pk``, their
+    probabilities into ``pv`` (both at least as long as the classes of any leaf); returns their
+    number, 0 if the member has no prediction.
 
     ``hint`` ([M, 2]) receives (leaf, naive-Bayes argmax) when naive Bayes was computed; callers
     reset ``hint[:, 0] = -1`` before each new example."""
     node, last = sort_to_leaf(T, P, m, xn, xc, n_classes, False)
-    if T.kind[m, node] == LEAF:
-        tot = 0.0
-        for k in range(n_classes):
-            tot += T.dist[m, node, k]
-        if tot > 0.0:
-            return leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, out, hint)
-    return normalize_node(T, m, last, n_classes, out)
+    if T.kind[m, node] == LEAF and has_weight(T, m, node, n_classes):
+        return leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, pk, pv, hint)
+    return normalize_node(T, m, last, n_classes, pk, pv)
 
 
 @nb.njit(cache=True)
-def argmax_node(T, m, node, n):
-    """``argmax`` of the node's class weights (no view)."""
+def argmax_node(T, m, node, n_classes):
+    """The class of the node's largest weight (the first in class order on ties; -1: none)."""
+    a, n = weights_below(T, T.d_at, T.d_len, m, node, n_classes)
+    wv = T.wv
     best = -1
     bv = 0.0
-    for k in range(n):
-        v = T.dist[m, node, k]
+    for i in range(n):
+        v = wv[m, a + i]
         if v > bv:
             bv = v
-            best = k
-    return best
+            best = i
+    return T.wc[m, a + best] if best >= 0 else -1
 
 
 @nb.njit(cache=True)
-def argmax(p, n):
+def argmax(pk, pv, n):
+    """The class of the largest of n sparse probabilities (the first on ties; -1: none)."""
     best = -1
     bv = 0.0
-    for k in range(n):
-        if p[k] > bv:
-            bv = p[k]
-            best = k
+    for i in range(n):
+        if pv[i] > bv:
+            bv = pv[i]
+            best = pk[i]
     return best
 
 
 # --------------------------------------------------------------------------- learning
 @nb.njit(cache=True)
 def attempt_split(T, P, m, node, n_classes, code_attr):
-    d = T.dist[m, node]
-    tot = 0.0
-    n_nonzero = 0
-    for k in range(n_classes):
-        tot += d[k]
-        if d[k] > 0.0:
-            n_nonzero += 1
-    if n_nonzero < 2:
+    da, dn = weights_below(T, T.d_at, T.d_len, m, node, n_classes)
+    if dn < 2:  # entries have weight > 0: fewer than two classes
         return
-    lhs = np.empty(n_classes)
+    if T.n_nodes[m] + 2 > P.max_nodes:
+        return  # a full tree splits no more (every split adds >= 2 nodes): skip the search
+    tot = block_sum(T.wv, m, da, dn)
+    lhs = np.empty(dn)
     best, second, bkind, battr, bthr = best_splits(T, P, m, node, n_classes, code_attr, lhs)
     if bkind < 0:
         return
@@ -1182,11 +1532,15 @@ def attempt_split(T, P, m, node, n_classes, code_attr):
         left = new_leaf(T, m, depth + 1, 0)
         right = new_leaf(T, m, depth + 1, 1)
         o = row_find(T, m, s, battr, KEY_OBSERVER)
-        for k in range(n_classes):  # both children from the feature's observer, as MOA
-            b = lhs[k]
-            rest = T.num[m, o, k, W] - b
-            T.dist[m, left, k] = b
-            T.dist[m, right, k] = rest if rest > 0.0 else 0.0
+        n = n_below(T.gc, m, T.g_at[m, o], T.g_len[m, o], n_classes)
+        for i in range(n):  # both children from the feature's observer, as MOA
+            k = T.gc[m, T.g_at[m, o] + i]
+            b = lhs[i]
+            rest = T.gv[m, (T.g_at[m, o] + i) * NUM_STATS + W] - b
+            if b > 0.0:
+                add_weight(T, T.d_at, T.d_len, m, left, k, b)
+            if rest > 0.0:
+                add_weight(T, T.d_at, T.d_len, m, right, k, rest)
         T.child[m, node] = left
         T.sibling[m, left] = right
     else:
@@ -1199,10 +1553,16 @@ def attempt_split(T, P, m, node, n_classes, code_attr):
         e = T.v_head[m, f]  # sorted by code (categorical_merit merged the pending ones)
         while e >= 0:
             c = add_child(T, m, node, prev, T.v_code[m, e])
-            for k in range(n_classes):
-                T.dist[m, c, k] = T.cat[m, e, k]
+            n = n_below(T.wc, m, T.vw_at[m, e], T.vw_len[m, e], n_classes)
+            for i in range(n):  # block positions move as the child's block grows: read anew
+                add_weight(T, T.d_at, T.d_len, m, c, T.wc[m, T.vw_at[m, e] + i],
+                           T.wv[m, T.vw_at[m, e] + i])  # fmt: skip
+            T.wsum[m, T.slot[m, c]] = block_sum(T.wv, m, T.d_at[m, c], T.d_len[m, c])
             prev = c
             e = T.v_next[m, e]
+    if bkind == NUMERIC_SPLIT:
+        for c in (T.child[m, node], T.sibling[m, T.child[m, node]]):
+            T.wsum[m, T.slot[m, c]] = block_sum(T.wv, m, T.d_at[m, c], T.d_len[m, c])
     T.kind[m, node] = bkind
     T.attr[m, node] = battr
     T.thr[m, node] = bthr
@@ -1213,31 +1573,44 @@ def attempt_split(T, P, m, node, n_classes, code_attr):
 
 
 @nb.njit(cache=True)
-def tree_learn(T, P, m, xn, xc, y, w, n_classes, code_attr, scratch, hint):
+def has_class(T, m, node, y):
+    """Whether class y has weight at the node."""
+    a = T.d_at[m, node]
+    n = T.d_len[m, node]
+    if y < n and T.wc[m, a + y] == y:  # the usual few classes: at their own offset
+        return True
+    return entry_pos(T.wc, m, a, n, y) >= 0
+
+
+@nb.njit(cache=True)
+def tree_learn(T, P, m, xn, xc, y, w, n_classes, code_attr, pk, pv, hint):
     """Learn one example with weight w (> 0) in member m.
 
     ``hint[m]`` may hold (leaf, naive-Bayes argmax) computed by ``tree_proba`` on this same
-    example and unchanged state; it is used instead of recomputing, then invalidated."""
+    example and unchanged state; it is used instead of recomputing, then invalidated. ``pk`` /
+    ``pv`` are scratch as for ``tree_proba``."""
     node, _ = sort_to_leaf(T, P, m, xn, xc, n_classes, True)
     s = T.slot[m, node]
-    if P.leaf_prediction == PRED_NBA:
+    if P.leaf_prediction == PRED_NBA and has_class(T, m, node, y):
+        # (a class without weight at the leaf is neither predictor's answer: nothing to count)
         if argmax_node(T, m, node, n_classes) == y:
             T.mc_ok[m, s] += w
         if hint[m, 0] == node:
             nb_arg = hint[m, 1]
-        elif nb_proba(T, m, node, xn, xc, n_classes, scratch):
-            nb_arg = argmax(scratch, n_classes)
         else:
-            nb_arg = -1
+            nb_arg = argmax(pk, pv, nb_proba(T, m, node, xn, xc, n_classes, pk, pv))
         if nb_arg == y:
             T.nb_ok[m, s] += w
     hint[m, 0] = -1
     update_leaf(T, m, node, xn, xc, y, w, code_attr)
     if T.depth[m, node] >= P.max_depth:
         return
-    tot = 0.0
-    for k in range(n_classes):
-        tot += T.dist[m, node, k]
+    # the leaf's weight in class order, computed only when its running total says that the
+    # grace period may be over (the two differ by rounding only: WSUM_SLACK bounds it)
+    approx = T.wsum[m, s]
+    if approx - T.last[m, s] < P.grace_period - WSUM_SLACK * approx:
+        return
+    tot = node_weight(T, m, node, n_classes)
     if tot - T.last[m, s] >= P.grace_period:
         T.last[m, s] = tot
         attempt_split(T, P, m, node, n_classes, code_attr)
@@ -1250,31 +1623,45 @@ def classes_after(n_cls, ys, r):
 
 
 @nb.njit(cache=True)
+def classes_needed(n_cls, ys, start, do_learn):
+    """Length of the sparse probability buffers for rows ``start..`` (at least 2)."""
+    C = 2
+    for r in range(start, n_cls.shape[0]):
+        C = max(C, n_cls[r])
+        if do_learn:
+            C = max(C, ys[r] + 1)
+    return C
+
+
+@nb.njit(cache=True)
 def single_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls, code_attr,
                need):  # fmt: skip
     """Predict-then-learn rows ``start..`` with member 0 (a standalone learner).
 
     All run kernels share this signature: ``B`` the bank, ``ipar``/``fstate`` the ensemble's integer and
     float parameters/state (unused here), rows ``xn``/``xc``/``ys``/``ws`` with sequence numbers
-    ``seqs``; ``n_cls[r]`` is the number of classes known when row r is predicted. Returns the
-    first row not processed (``len(ys)`` when done; earlier when arrays must grow by ``need``
-    nodes/slots first)."""
+    ``seqs``; ``n_cls[r]`` is the number of classes known when row r is predicted, and row r of
+    ``out`` receives its probabilities (``out[r, :n_cls[r]]``, dense). Returns the first row not
+    processed (``len(ys)`` when done; earlier when arrays must grow by ``need`` nodes/slots
+    first)."""
+    C = classes_needed(n_cls, ys, start, do_learn)
+    pk = np.empty(C, np.int64)
+    pv = np.empty(C)
     if do_predict and not do_learn and B.leaf_prediction == PRED_STUMP and B.n_nodes[0] == 1:
-        return stump_predict_rows(B, xn, xc, start, out, n_cls, code_attr)
+        return stump_predict_rows(B, xn, xc, start, out, n_cls, code_attr, pk, pv)
     R = xn.shape[0]
-    C = B.dist.shape[2]
-    scratch = np.empty(C)
     hint = np.full((1, 2), -1, dtype=np.int64)
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
             return r
         hint[0, 0] = -1
         if do_predict:
-            if not tree_proba(B, B, 0, xn[r], xc[r], n_cls[r], code_attr, out[r], hint):
-                out[r] = 0.0
+            out[r, : n_cls[r]] = 0.0
+            n = tree_proba(B, B, 0, xn[r], xc[r], n_cls[r], code_attr, pk, pv, hint)
+            scatter(pk, pv, n, out[r])
         if do_learn and ws[r] > 0.0:
             nc = classes_after(n_cls, ys, r)
-            tree_learn(B, B, 0, xn[r], xc[r], ys[r], ws[r], nc, code_attr, scratch, hint)
+            tree_learn(B, B, 0, xn[r], xc[r], ys[r], ws[r], nc, code_attr, pk, pv, hint)
     return R
 
 

@@ -8,8 +8,11 @@ that an ensemble runs all its members inside *one* compiled kernel (ARCHITECTURE
   ``bank.run`` / ``bank.run_one`` call a *run kernel* over encoded rows, growing arrays as needed);
   :func:`bank_params` and :func:`learner_limits` give what a bank is built from.
 - Member kernels, callable from numba code: :func:`tree_proba` (member m's class probabilities for
-  one encoded row), :func:`tree_learn` (member m learns one row with a weight),
-  :func:`best_class` (index of the largest of ``p[:n]``), :func:`classes_after` (classes known once
+  one encoded row, *sparse*: class codes into ``pk``, probabilities into ``pv``, returns how
+  many), :func:`scatter` (those into a dense row), :func:`tree_learn` (member m learns one row
+  with a weight), :func:`best_class` (the class of the largest of ``n`` sparse probabilities,
+  -1 for none), :func:`classes_needed` (length of the ``pk``/``pv`` buffers for a block of
+  rows), :func:`classes_after` (classes known once
   row r's label is in), :func:`has_room` (whether ``need`` more nodes fit before learning a row),
   :func:`tree_reset` (member m becomes a fresh, untrained tree: a drift detector's reset).
 - :func:`single_run` is the run kernel of one standalone learner; an ensemble's run kernel has the
@@ -43,7 +46,9 @@ from ._bank import TreeBank
 from ._tree import (
     TreeParams,
     classes_after,
+    classes_needed,
     has_room,
+    scatter,
     single_run,
     tree_learn,
     tree_proba,
@@ -80,8 +85,10 @@ __all__ = [
     "best_class",
     "bank_params",
     "classes_after",
+    "classes_needed",
     "has_room",
     "learner_limits",
+    "scatter",
     "single_run",
     "tree_learn",
     "tree_proba",
