@@ -145,7 +145,8 @@ def part_moa(args: argparse.Namespace) -> None:
         t_block = time.perf_counter() - t0
         t_run += t_block
         done = start + len(insts)
-        if done % args.every == 0 or done == n or t_run > args.budget or t_block > 10:
+        # MOA's heap grows fast on this stream: a point every --moa-every examples
+        if done % args.moa_every == 0 or done == n or t_run > args.budget or t_block > 10:
             emit(kind="point", n=done, state_bytes=heap(), rss_mb=rss_mb(), ex_s=done / t_run,
                  acc=correct / done)  # fmt: skip
         if t_run > args.budget:
@@ -259,6 +260,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--every", type=int, default=20_000, help="report every N examples (20000)")
     ap.add_argument("--river-n", type=int, default=10_000, help="river's prefix (10000)")
     ap.add_argument("--moa-n", type=int, default=200_000, help="MOA's prefix (200000)")
+    ap.add_argument("--moa-every", type=int, default=5_000, help="MOA's report interval (5000)")
     ap.add_argument("--labels", type=int, default=50_000, help="distinct labels (50000)")
     ap.add_argument("--labels-budget", type=float, default=300.0,
                     help="seconds the labels part may run (300)")  # fmt: skip
