@@ -258,9 +258,9 @@ def report(results: list[dict], args) -> str:
         f"{redis_per_req * 1e6:.0f} µs x N x {per_core:,.0f} = "
         f"{redis_per_req * per_core:.2f} x N cores, spread over them by model: e.g. 4 instances "
         f"~{4 * per_core:,.0f} req/s with ~{4 * redis_per_req * per_core:.1f} Redis cores. "
-        "Two instances writing the same model contend for its lease (round robin sends each "
-        "model's writes to both), so routing by model (hashing the model name at the load "
-        "balancer) keeps each model's writes on one instance and avoids the catch-up reads.",
+        "Two instances writing the same model contend for its lease (this run's round robin sends "
+        "each model's writes to both); the deploy's nginx routes by model name instead "
+        "(deploy/nginx-cluster.conf), which keeps each model's writes on one instance.",
     ]
     return "\n".join(lines) + "\n"
 
