@@ -138,3 +138,26 @@ def test_a_model_whose_snapshot_fails_is_kept_not_lost(make_client):
             x = _ex(500, m)
             r = c.post("/predict", json={"model": f"u{m}", "features": x})
             assert r.json()["probabilities"] == dict(models[m].predict_proba_one(x))
+
+
+def test_idempotency_keys_count_as_they_come_and_survive_eviction(make_client):
+    """Each learn's id (with its stored answer) is counted at once, not only at the next
+    snapshot: models that learn thousands of ids between snapshots still fit the budget. An
+    evicted model reloads its ids from the store: a retry is still answered as a duplicate."""
+    with make_client(memory_mb=1) as c:
+        for m in range(3):
+            assert c.post("/models", json={"name": f"u{m}", **SPEC}).status_code == 201
+        for start in range(0, 1500, 250):
+            for m in range(3):
+                batch = [{"features": _ex(i, m), "label": _label(i, m), "id": f"id-{m}-{i:06d}"}
+                         for i in range(start, start + 250)]  # fmt: skip
+                r = c.post("/learn", json={"model": f"u{m}", "examples": batch})
+                assert r.status_code == 200, r.text
+        g = _settled(c)
+        assert g["chorus_models_evicted_total"] > 0  # the ids alone outgrew 1 MiB
+        for m in range(3):  # a retry of an old id, whichever models were evicted
+            body = {"model": f"u{m}", "features": _ex(7, m), "label": _label(7, m),
+                    "id": f"id-{m}-{7:06d}"}  # fmt: skip
+            r = c.post("/learn", json=body)
+            assert r.status_code == 200 and r.json()["duplicate"] is True, r.text
+            assert c.get(f"/models/u{m}").json()["n_seen"] == 1500

@@ -17,10 +17,15 @@ MODEL_OVERHEAD = 160 * 1024
 KEY_OVERHEAD = 120  # a remembered idempotency key: dict entry, deque entry, two bytes objects
 
 
+def key_cost(key: str, answer: bytes) -> int:
+    """Estimated bytes of one remembered idempotency key with its stored answer."""
+    return len(key) + len(answer) + KEY_OVERHEAD
+
+
 def estimate_cost(h: Handle, state_bytes: int) -> int:
     """Estimated bytes a loaded model holds: its state arrays with room to grow (arrays grow by
     doubling, so up to twice what is in use), its idempotency keys, and :data:`MODEL_OVERHEAD`."""
-    keys = sum(len(k) + len(v) + KEY_OVERHEAD for k, v in h.keys.items())
+    keys = sum(key_cost(k, v) for k, v in h.keys.items())
     return MODEL_OVERHEAD + 2 * state_bytes + keys
 
 

@@ -78,6 +78,13 @@ class LoadedModels:
         if h is not None:
             self.resident_bytes -= h.cost
 
+    def add_cost(self, h: Handle, nbytes: int) -> None:
+        """A held model grew by about ``nbytes`` (e.g. the idempotency keys of a learn) between
+        the estimates made at load and snapshot."""
+        h.cost += nbytes
+        if self._handles.get(h.name) is h:
+            self.resident_bytes += nbytes
+
     def has_room(self) -> bool:
         """Whether the held models fit the budget (always, without one)."""
         return not self.budget or self.resident_bytes <= self.budget

@@ -186,7 +186,6 @@ class Recovery:
         """Write the model's snapshot and trim the log behind it (lock held by the caller);
         :class:`ModelNotFound` if the model was deleted meanwhile."""
         blob = self.encode(h)
-        h.cost = estimate_cost(h, len(blob))  # the arrays (and header) as they are now
         seq = h.seq
         try:
             oldest = await self.store.put_snapshot(h.name, seq, blob)
@@ -198,6 +197,7 @@ class Recovery:
         h.snap_seq = seq
         h.last_snapshot = time.monotonic()
         await self._forget_old_keys(h)
+        h.cost = estimate_cost(h, len(blob))  # the arrays as snapshotted, the keys still kept
 
     async def _forget_old_keys(self, h: Handle) -> None:
         """Drop idempotency keys older than the window: from the store first, then memory (so

@@ -37,7 +37,7 @@ from app.registry.common import (
     settle,
     store_call,
 )
-from app.registry.handles import Example, Handle
+from app.registry.handles import Example, Handle, key_cost
 from app.registry.loaded import LoadedModels
 from app.registry.recovery import LogGap
 from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict
@@ -264,9 +264,13 @@ class ModelWriter:
             new_seq = h.seq + len(entries)
         h.seq = new_seq
         h.learned += len(entries)
+        kept = 0
         for i, ex, (out, resp) in zip(rows, exs, answers):  # noqa: B905
             h.metrics.update(ex.label, out["prediction"])
             if ex.key is not None:
                 h.keys[ex.key] = resp
                 h.key_order.append((out["seq"], ex.key))
+                kept += key_cost(ex.key, resp)
             results[i] = {**out, "duplicate": False}
+        if kept:  # the memory budget sees the keys as they come (the writer re-checks when idle)
+            self.models.add_cost(h, kept)
