@@ -50,6 +50,21 @@ def emit(text: str) -> None:
     sys.stdout.write(text + "\n")
 
 
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process (MB), from /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def percentile_ms(seconds: list[float], q: float) -> float:
+    """The ``q`` quantile (0 < q < 1, in steps of 0.001) of latencies in seconds, in ms."""
+    if len(seconds) < 2:
+        return float("nan")
+    return statistics.quantiles(seconds, n=1000)[int(q * 1000) - 1] * 1000
+
+
 def agrawal(n: int, offset: int = 0) -> list[tuple[dict, int]]:
     """``n`` examples of the Agrawal stream, skipping the first ``offset``."""
     from river.datasets import synth

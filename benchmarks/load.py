@@ -31,7 +31,6 @@ import argparse
 import asyncio
 import os
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -42,7 +41,14 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from conftest import RedisCluster  # noqa: E402  (the tests' real-cluster helper)
-from http_load import agrawal, emit, free_port, start_chorus  # noqa: E402
+from http_load import (  # noqa: E402
+    agrawal,
+    emit,
+    free_port,
+    percentile_ms,
+    rss_mb,
+    start_chorus,
+)
 from peers import write_result  # noqa: E402
 
 SPEC = {"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 5, "seed": 1}
@@ -55,11 +61,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+def timed_cpu(pids: list[int], run) -> tuple[float, dict[int, float]]:
+    """Call ``run()``; its wall seconds, and the CPU each process of ``pids`` used meanwhile
+    (cores: CPU seconds per wall second)."""
+    cpu0 = {p: cpu_seconds(p) for p in pids}
+    t0 = time.monotonic()
+    run()
+    wall = time.monotonic() - t0
+    return wall, {p: (cpu_seconds(p) - cpu0[p]) / wall for p in pids}
 
 
 class Stats:
@@ -75,9 +84,7 @@ class Stats:
             self.lat.append(seconds)
 
     def pct(self, q: float) -> float:
-        if not self.lat:
-            return float("nan")
-        return statistics.quantiles(self.lat, n=1000)[int(q * 1000) - 1] * 1000
+        return percentile_ms(self.lat, q)
 
 
 async def one(client: httpx.AsyncClient, url: str, rnd: random.Random, args, seq: list) -> str:
@@ -153,11 +160,8 @@ def run_config(n: int, cluster: RedisCluster, args, workdir: Path) -> dict:
         redis_pids = [node.proc.pid for node in cluster.nodes if node.proc]
         watched = pids + redis_pids + [os.getpid()]
         probe = Stats()
-        cpu0 = {p: cpu_seconds(p) for p in watched}
-        t0 = time.monotonic()
-        asyncio.run(drive(urls, args, args.probe, None, probe))
-        probe_wall = time.monotonic() - t0
-        probe_cpu = {p: (cpu_seconds(p) - cpu0[p]) / probe_wall for p in watched}
+        _, probe_cpu = timed_cpu(watched, lambda: asyncio.run(drive(urls, args, args.probe, None,
+                                                                     probe)))  # fmt: skip
         capacity = sum(probe.status.values()) / args.probe
         rate = args.fraction * capacity
         emit(
@@ -166,7 +170,6 @@ def run_config(n: int, cluster: RedisCluster, args, workdir: Path) -> dict:
             f"{sum(probe_cpu[p] for p in redis_pids):.2f}, client {probe_cpu[os.getpid()]:.2f} "
             f"cores), load at {rate:.0f} req/s"
         )
-        cpu0 = {p: cpu_seconds(p) for p in watched}
         rss: list[list[float]] = []
         stats = Stats()
 
@@ -180,11 +183,8 @@ def run_config(n: int, cluster: RedisCluster, args, workdir: Path) -> dict:
             await drive(urls, args, args.duration, rate, stats)
             sampler.cancel()
 
-        t0 = time.monotonic()
-        asyncio.run(main())
-        wall = time.monotonic() - t0
+        wall, cpu = timed_cpu(watched, lambda: asyncio.run(main()))
         rss.append([rss_mb(p) for p in pids])
-        cpu = {p: (cpu_seconds(p) - cpu0[p]) / wall for p in watched}
         total = sum(stats.status.values())
         return {
             "n": n,

@@ -22,30 +22,16 @@ from __future__ import annotations
 
 import argparse
 import re
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
-from http_load import agrawal, emit, free_port, start_chorus
+from http_load import agrawal, emit, free_port, percentile_ms, rss_mb, start_chorus
 from peers import write_result
 
 SPEC = {"ensemble": "bagging", "learner": "naive_bayes", "n_models": 10, "seed": 1}
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def pct(values: list[float], q: float) -> float:
-    return (
-        statistics.quantiles(values, n=1000)[int(q * 1000) - 1] * 1000 if values else float("nan")
-    )
 
 
 def run(budget_mb: int, args: argparse.Namespace, workdir: Path) -> dict:
@@ -94,10 +80,10 @@ def run(budget_mb: int, args: argparse.Namespace, workdir: Path) -> dict:
         "estimate_mb": float(gauges.get("chorus_models_bytes", "nan")) / 2**20,
         "evicted": int(float(gauges.get("chorus_models_evicted_total", "nan"))),
         "setup_s": setup_s,
-        "cold_p50": pct(lat["cold"], 0.5),
-        "cold_p99": pct(lat["cold"], 0.99),
-        "warm_p50": pct(lat["warm"], 0.5),
-        "warm_p99": pct(lat["warm"], 0.99),
+        "cold_p50": percentile_ms(lat["cold"], 0.5),
+        "cold_p99": percentile_ms(lat["cold"], 0.99),
+        "warm_p50": percentile_ms(lat["warm"], 0.5),
+        "warm_p99": percentile_ms(lat["warm"], 0.99),
     }
 
 
