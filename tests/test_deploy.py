@@ -330,11 +330,8 @@ def balancer(tmp_path):
     """The deploy's nginx config, run by a real nginx, in front of two stand-in instances."""
     import shutil
     import subprocess
-    import time
 
-    import httpx
-
-    from app.testing import free_port
+    from app.testing import free_port, wait_ready
 
     nginx = shutil.which("nginx") or (
         "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
@@ -361,15 +358,11 @@ def balancer(tmp_path):
         stderr=subprocess.PIPE,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            httpx.get(url + "/healthz", trust_env=False)
-            break
-        except httpx.TransportError:
-            assert proc.poll() is None, proc.stderr.read().decode()
-            assert time.monotonic() < deadline, "nginx did not start"
-            time.sleep(0.05)
+    try:
+        wait_ready(url + "/healthz", 10, proc)
+    except RuntimeError as exc:
+        proc.kill()
+        pytest.fail(f"nginx did not start: {exc}\n{proc.communicate()[1].decode()}")
     yield url, backends
     proc.terminate()
     proc.wait(10)
