@@ -82,8 +82,13 @@ class LoadedModels:
         """A held model grew by about ``nbytes`` (e.g. the idempotency keys of a learn) between
         the estimates made at load and snapshot."""
         h.cost += nbytes
+        self._recount(h, h.cost - nbytes)
+
+    def _recount(self, h: Handle, old_cost: int) -> None:
+        """``h.cost`` changed from ``old_cost``: keep the held models' sum in step (only a held
+        handle counts)."""
         if self._handles.get(h.name) is h:
-            self.resident_bytes += nbytes
+            self.resident_bytes += h.cost - old_cost
 
     def has_room(self) -> bool:
         """Whether the held models fit the budget (always, without one)."""
@@ -143,8 +148,7 @@ class LoadedModels:
             raise ModelNotFound(f"model {h.name!r} not found")
         before = h.cost
         h.adopt(await self.load(h.name, spec))
-        if self._handles.get(h.name) is h:
-            self.resident_bytes += h.cost - before
+        self._recount(h, before)
 
     async def catch_up(self, h: Handle) -> None:
         """Apply the log entries other processes appended (takes the model's lock).
@@ -173,9 +177,8 @@ class LoadedModels:
         except ModelNotFound:
             self.drop(h.name)
             raise
-        if self._handles.get(h.name) is h:
-            self.resident_bytes += h.cost - before
-            self.check_budget()
+        self._recount(h, before)
+        self.check_budget()
 
     async def snapshot_quietly(self, h: Handle) -> bool:
         """:meth:`snapshot`, logging a failure instead of raising (the next one retries)."""
