@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
 
-from learners import Limits, NativeLearner, argmax_label
+from learners import Limits, NativeLearner
 from learners.base import Features, Label
 
 from . import _adaptive, _kernels, adaptive
@@ -109,6 +110,9 @@ class OnlineBagging(VotingEnsemble):
         self.drift_delta = drift_delta
         self.window = window
         super().__init__(learner, n_models=n_models, seed=seed, vote=vote, limits=limits)
+        if self.adaptive:  # decided once here, not on every call of the plain model's hot path
+            backend = cast(Any, self._backend)
+            backend.run_one = partial(self._reusing_run_one, backend.run_one)
 
     @property
     def _window(self) -> int:
@@ -141,42 +145,21 @@ class OnlineBagging(VotingEnsemble):
     # learned in between (the encoding cache of TreeBank makes the same check)
     _predicted: tuple | None = None
 
-    def _adaptive_one(self, x, y=None, w: float = 0.0, *, predict: bool = True,
-                      learn: bool = False):  # fmt: skip
+    def _reusing_run_one(self, run_one, x, y=None, w: float = 0.0, *, predict: bool = True,
+                         learn: bool = False, label_only: bool = False):  # fmt: skip
+        """The backend's ``run_one`` for an adaptive model (``learn_one`` / ``predict_*_one`` of
+        the base class call it): flags the kernel to reuse the members' predictions of ``x``
+        when a ``predict`` of the same ``x`` came just before this ``learn``."""
         last, self._predicted = self._predicted, None
         reuse = learn and not predict and last is not None and last[0] is x and last[1] == x
         self._int_params[_adaptive.REUSE] = int(reuse)
         try:
-            out = self._backend.run_one(x, y, w, predict=predict, learn=learn)
+            out = run_one(x, y, w, predict=predict, learn=learn, label_only=label_only)
         finally:
             self._int_params[_adaptive.REUSE] = 0
         if predict and not learn and type(x) is dict:
             self._predicted = (x, dict(x))
         return out
-
-    def learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> None:  # type: ignore[override]
-        """Learn one example with sample weight ``w`` (``w = 0`` does nothing)."""
-        if not self.adaptive:
-            return super().learn_one(x, y, w=w)
-        self._adaptive_one(x, y, w, predict=False, learn=True)
-
-    def predict_proba_one(self, x: Features) -> dict[Label, float]:  # type: ignore[override]
-        """Class probabilities (``{}`` before any training)."""
-        if not self.adaptive:
-            return super().predict_proba_one(x)
-        return self._adaptive_one(x)
-
-    def predict_one(self, x: Features) -> Label | None:  # type: ignore[override]
-        """The most probable label (``None`` before any training)."""
-        if not self.adaptive:
-            return super().predict_one(x)
-        return argmax_label(self._adaptive_one(x))
-
-    def predict_learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> dict[Label, float]:
-        """Predict, then learn (prequential): the probabilities given before learning ``x``."""
-        if not self.adaptive:
-            return super().predict_learn_one(x, y, w=w)
-        return self._adaptive_one(x, y, w, learn=True)
 
     def _run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
         self._predicted = None
