@@ -15,6 +15,11 @@ Usage::
 
     python benchmarks/http_load.py [--store sqlite|redis] [--duration 10] [--warm 20000]
                               [--connections 16] [--repeats 3] [--no-chantilly] [--json out.json]
+    python benchmarks/http_load.py --ids 20000 [--ids-stores sqlite,redis] [--repeats 2]
+
+``--ids N`` measures only learns with idempotency ids (#15): a fresh server and model per run,
+N sequential single ``POST /learn`` on one connection, each with a new id (and, alternated, the
+same without ids): RSS growth per 1,000 learns and the latency p50/p99.
 
 The stream is river's ``Agrawal(classification_function=2, seed=7, perturbation=0.05)``, as in
 ``benchmarks/peers.py``. ``wrk`` comes from apt (``apt-get install wrk``); without it the load is
@@ -302,9 +307,86 @@ def chantilly_rate(n_warm: int, n_measure: int, workdir: Path) -> dict | None:
         redis_proc.stop()
 
 
+# naive Bayes members keep a fixed-size state (per class and feature), so the RSS a run of learns
+# adds is the ids' (a Hoeffding tree would grow by itself)
+IDS_SPEC = {"ensemble": "bagging", "learner": "naive_bayes", "n_models": 10, "seed": 1}
+
+
+def ids_run(store: str, n: int, with_ids: bool, work: Path) -> dict:
+    """One fresh server and model (OzaBag(NB, 10)): 2,000 batched examples (untimed), then ``n``
+    sequential single ``POST /learn`` (each with a new id when ``with_ids``) on one connection.
+    Returns the RSS growth per 1,000 learns and the latency p50/p99 (ms) of those learns."""
+    work.mkdir(parents=True)
+    env = {"CHORUS_DATA_DIR": str(work / "data"), "CHORUS_SNAPSHOT_INTERVAL": "3600"}
+    redis_proc = None
+    if store == "redis":
+        redis_proc, env["CHORUS_REDIS_URL"] = start_redis(work / "redis")
+    stream = agrawal(2000 + n)
+    try:
+        server = start_chorus(free_port(), env)
+        try:
+            with httpx.Client(base_url=server.url, trust_env=False, timeout=60) as c:
+                c.post("/models", json={"name": "bench", **IDS_SPEC}).raise_for_status()
+                for i in range(0, 2000, 500):
+                    exs = [{"features": x, "label": y} for x, y in stream[i : i + 500]]
+                    c.post("/learn", json={"model": "bench", "examples": exs}).raise_for_status()
+                rss0 = rss_mb(server.proc.pid)
+                lat = []
+                for i, (x, y) in enumerate(stream[2000:]):
+                    body = {"model": "bench", "features": x, "label": y}
+                    if with_ids:
+                        body["id"] = f"client-7f3a-{i:09d}"
+                    t0 = time.perf_counter()
+                    c.post("/learn", json=body).raise_for_status()
+                    lat.append(time.perf_counter() - t0)
+                rss1 = rss_mb(server.proc.pid)
+        finally:
+            server.stop()
+    finally:
+        if redis_proc:
+            redis_proc.stop()
+    return {
+        "store": store,
+        "ids": with_ids,
+        "n": n,
+        "rss_start": rss0,
+        "rss_end": rss1,
+        "kb_per_1k": (rss1 - rss0) * 1024 / (n / 1000),
+        "p50_ms": percentile_ms(lat, 0.5),
+        "p99_ms": percentile_ms(lat, 0.99),
+    }
+
+
+def ids_main(args) -> None:
+    """``--ids N``: the memory and latency of learns with idempotency ids (#15), alternating runs
+    with and without ids on each store."""
+    work = Path(tempfile.mkdtemp(prefix="chorus-ids-"))
+    rows = []
+    try:
+        for rep in range(args.repeats):
+            for store in args.ids_stores.split(","):
+                for with_ids in (True, False):
+                    r = ids_run(store, args.ids, with_ids, work / f"{rep}-{store}-{with_ids}")
+                    emit(json.dumps(r))
+                    rows.append(r)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    emit(f"\n{args.ids:,} sequential single POST /learn, OzaBag(NB,10), one connection\n")
+    emit("| store | ids | RSS start MB | RSS end MB | RSS KB per 1k learns | p50 ms | p99 ms |")
+    emit("|---|---|---|---|---|---|---|")
+    for r in rows:
+        emit(
+            f"| {r['store']} | {'yes' if r['ids'] else 'no'} | {r['rss_start']:.0f} "
+            f"| {r['rss_end']:.0f} | {r['kb_per_1k']:,.0f} | {r['p50_ms']:.2f} "
+            f"| {r['p99_ms']:.2f} |"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--store", choices=["sqlite", "redis"], default="sqlite")
+    ap.add_argument("--ids", type=int, default=0, help="measure N learns with ids (only that)")
+    ap.add_argument("--ids-stores", default="sqlite,redis")
     ap.add_argument("--warm", type=int, default=20_000)
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--connections", type=int, default=16)
@@ -314,6 +396,9 @@ def main() -> None:
     ap.add_argument("--wrk-threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3, help="alternated durability on/off runs")
     args = ap.parse_args()
+    if args.ids:
+        ids_main(args)
+        return
     global WRK_THREADS
     WRK_THREADS = args.wrk_threads
 
