@@ -10,10 +10,11 @@ one store lookup that finds nothing.
 The filter is a list of *segments*, each a Bloom filter of the ids of consecutive log entries:
 the first holds 256 ids, each next one twice as many, up to 65,536. A segment whose newest entry
 is older than the idempotency window is dropped as a whole (at the next snapshot, when the store
-forgets those ids too). So the memory is about 1.5 bytes per id of the window plus one segment
-of slack: at most ~350 KB per model at the default window of 100,000, ~1 KB for a model with a
-few hundred ids, and the false "maybe" rate stays under ~0.4% per full segment (k = 6 probes,
-12 bits per id).
+forgets those ids too). So the memory is about 1.5 bytes per id of the window plus at most two
+largest segments of slack (the one filling up, the oldest one partly behind the window): at most
+~350 KB per model at the default window of 100,000 (295 KB at steady state), ~1 KB for a model
+with a few hundred ids; the false "maybe" rate is ~0.4% per full segment (k = 6 probes, 12 bits
+per id), 0.7% at the default window.
 """
 
 from __future__ import annotations
