@@ -171,7 +171,9 @@ class ModelWriter:
             await self.models.clean(h)
             if catch_up:
                 try:
+                    ids_bytes = h.ids.nbytes
                     await self.models.recovery.replay(h, keys=True)
+                    self.models.add_cost(h, h.ids.nbytes - ids_bytes)  # other instances' ids
                 except LogGap:  # another process snapshotted and trimmed past us: reload
                     h.dirty = True
                     await self.models.clean(h)
