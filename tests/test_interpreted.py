@@ -21,7 +21,8 @@ from learners import jit
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = [(e, learner) for e in ("bagging", "boosting", "single")
          for learner in ("hoeffding_tree", "naive_bayes", "stump")]  # fmt: skip
-KINDS += [("bagging+adwin", "hoeffding_tree"), ("bagging+ddm", "naive_bayes")]
+KINDS += [("bagging+adwin", "hoeffding_tree"), ("bagging+ddm", "naive_bayes"),
+          ("boosting+adwin", "hoeffding_tree")]  # fmt: skip
 ADAPTIVE = {"drift": "adwin", "poisson_lambda": 6.0, "vote": "weighted", "window": 40}
 
 
@@ -30,6 +31,8 @@ def _spec(ensemble: str, learner: str) -> dict:
     if ensemble.startswith("bagging+"):  # adaptive bagging (ensembles/_adaptive.py)
         drift = ensemble.split("+")[1]
         ensemble, params = "bagging", {**params, **ADAPTIVE, "drift": drift}
+    elif ensemble == "boosting+adwin":  # ADWIN boosting (ensembles/_adaptive.py)
+        ensemble, params = "boosting", {**params, "drift": "adwin", "window": 40}
     return {"ensemble": ensemble, "learner": learner, "n_models": 1 if ensemble == "single" else 3,
             "seed": 4, "params": params}  # fmt: skip
 
