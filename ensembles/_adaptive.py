@@ -42,10 +42,12 @@ from learners.compiled import (
     classes_after,
     classes_needed,
     has_room,
+    keep_alive,
     scatter,
     tree_learn,
     tree_proba,
     tree_reset,
+    unowned,
 )
 from learners.compiled import best_class as argmax
 from learners.jit import one_specialisation
@@ -291,12 +293,26 @@ def adaptive_rows(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn
                   code_attr, need, method):  # fmt: skip
     """Predict-then-learn rows ``start..`` with ``method`` (``_kernels.BAGGING``: adaptive
     bagging, or ``BOOSTING``: ADWIN boosting); returns the first row not processed."""
-    R = xn.shape[0]
     C = classes_needed(n_cls, ys, start, do_learn)
-    M = B.kind.shape[0]
     pk = np.empty(C, np.int64)  # a member's sparse probabilities (tree_proba; learning's scratch)
     pv = np.empty(C)
-    hint = np.full((M, 2), -1, dtype=np.int64)
+    hint = np.full((B.kind.shape[0], 2), -1, dtype=np.int64)
+    # reference-count-free views (learners.compiled.unowned): the arguments are held by the
+    # caller, the buffers by this frame until keep_alive
+    done = adaptive_loop(B, unowned(ipar), st, unowned(xn), unowned(xc), unowned(ys), unowned(ws),
+                         unowned(seqs), start, do_predict, do_learn, unowned(out), unowned(n_cls),
+                         unowned(code_attr), need, method, unowned(pk), unowned(pv),
+                         unowned(hint))  # fmt: skip
+    keep_alive(pk, pv, hint)
+    return done
+
+
+@nb.njit(cache=True)
+def adaptive_loop(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
+                  code_attr, need, method, pk, pv, hint):  # fmt: skip
+    """The rows loop of ``adaptive_rows``."""
+    R = xn.shape[0]
+    M = B.kind.shape[0]
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
             return r
@@ -345,6 +361,7 @@ def boosting_adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, 
                          n_cls, code_attr, need, BOOSTING)  # fmt: skip
 
 
-# after every kernel: one compiled version per argument type, except adaptive_rows' per method
-# (BAGGING/BOOSTING constants): each run kernel compiles only its own branch
-one_specialisation(globals(), keep_literal=("adaptive_rows",))
+# after every kernel: one compiled version per argument type, except adaptive_rows' and
+# adaptive_loop's per method (BAGGING/BOOSTING constants): each run kernel compiles only its
+# own branch
+one_specialisation(globals(), keep_literal=("adaptive_rows", "adaptive_loop"))
