@@ -76,6 +76,29 @@ def test_twins_give_bit_identical_results(ensemble, learner):
     assert _same(_run(ensemble, learner, [True, False, True]), compiled)  # switching mid-stream
 
 
+@pytest.mark.parametrize("drift", ["adwin", "ddm"])
+def test_twins_detect_drift_as_compiled(drift):
+    """A flipped concept makes the detectors' variance estimates go a rounding error below 0,
+    where Python's math.sqrt raises and compiled code gives NaN (no cut): the twins must give
+    the compiled model, not a 'math domain error' (a server on a cold cache answered 422)."""
+    xs = [{"x": float(i % 7), "color": ["red", "green", "blue"][i % 3]} for i in range(3000)]
+    ys = ["hi" if (i % 7 >= 3) != (i >= 1500) else "lo" for i in range(3000)]
+    spec = {"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 3, "seed": 7,
+            "params": {"drift": drift, "poisson_lambda": 6.0, "vote": "weighted"}}  # fmt: skip
+    states = []
+    for mode in (False, True):
+        model = build_model(spec)
+        try:
+            jit.set_interpreted(mode)
+            for k in range(0, 3000, 500):
+                model.learn_many(xs[k : k + 500], ys[k : k + 500])
+        finally:
+            jit.set_interpreted(False)
+        assert model.describe()["n_drifts"] > 0
+        states.append(model.to_state())
+    assert _same(states[1], states[0])
+
+
 _NO_COMPILE_CHILD = r"""
 import json, sys
 from numba.core import event
