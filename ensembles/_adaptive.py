@@ -43,7 +43,6 @@ from learners.compiled import (
     classes_needed,
     has_room,
     keep_alive,
-    scatter,
     tree_learn,
     tree_proba,
     tree_reset,
@@ -58,6 +57,9 @@ from ._kernels import (
     BOOSTING,
     VOTE_MAJORITY,
     VOTE_WEIGHTED,
+    add_vote,
+    boost_step,
+    end_vote,
     purge_stale_cache,
     vote_weights,
 )
@@ -243,19 +245,10 @@ def boosting_adaptive_predict(B, ipar, st, xr, cr, n, code_attr, pk, pv, hint, o
     for m in range(M):
         k = tree_proba(B, B, m, xr, cr, n, code_attr, pk, pv, hint)
         st.mpred[m] = argmax(pk, pv, k) if k > 0 else -1
-        if wts[m] <= 0.0 or k == 0:
-            continue
-        if ipar[VOTE] == VOTE_MAJORITY:
-            out_row[st.mpred[m]] += wts[m]
-        else:
-            for i in range(k):
-                out_row[pk[i]] += wts[m] * pv[i]
-        total += wts[m]
-    if total > 0.0:
-        for c in range(n):
-            out_row[c] /= total
-    else:
-        scatter(pk, pv, tree_proba(B, B, 0, xr, cr, n, code_attr, pk, pv, hint), out_row)
+        if wts[m] > 0.0 and k > 0:
+            add_vote(out_row, wts[m], pk, pv, k, ipar[VOTE] == VOTE_MAJORITY)
+            total += wts[m]
+    end_vote(B, xr, cr, n, code_attr, pk, pv, hint, out_row, total)
 
 
 @nb.njit(cache=True)
@@ -272,12 +265,7 @@ def boosting_adaptive_learn(B, ipar, st, xr, cr, y, w, seq, nc, code_attr, pk, p
         n = tree_proba(B, B, m, xr, cr, nc, code_attr, pk, pv, hint)
         correct = argmax(pk, pv, n) == y  # h_m(x) = y, after learning it
         hint[m, 0] = -1  # computed after the update: not reusable
-        if correct:
-            lam_sc[m] += lam
-            lam = lam / (2.0 * (1.0 - lam_sw[m] / (lam_sc[m] + lam_sw[m])))
-        else:
-            lam_sw[m] += lam
-            lam = lam / (2.0 * (lam_sw[m] / (lam_sc[m] + lam_sw[m])))
+        lam = boost_step(lam_sc, lam_sw, m, lam, correct)
         if ipar[DRIFT] == DRIFT_ADWIN and detect(ipar, st, m, correct):
             change = True
     record(ipar, st, y)

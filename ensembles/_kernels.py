@@ -128,17 +128,44 @@ def boosting_predict(B, ipar, fstate, xr, cr, n, code_attr, pk, pv, hint, out_ro
             continue
         k = tree_proba(B, B, m, xr, cr, n, code_attr, pk, pv, hint)
         if k > 0:
-            if ipar[1] == VOTE_MAJORITY:
-                out_row[argmax(pk, pv, k)] += wts[m]
-            else:
-                for i in range(k):
-                    out_row[pk[i]] += wts[m] * pv[i]
+            add_vote(out_row, wts[m], pk, pv, k, ipar[1] == VOTE_MAJORITY)
             total += wts[m]
+    end_vote(B, xr, cr, n, code_attr, pk, pv, hint, out_row, total)
+
+
+@nb.njit(cache=True)
+def add_vote(out_row, wt, pk, pv, k, majority):
+    """Add a member's vote of weight ``wt``: its top class (``majority``) or its k sparse class
+    probabilities, scaled."""
+    if majority:
+        out_row[argmax(pk, pv, k)] += wt
+    else:
+        for i in range(k):
+            out_row[pk[i]] += wt * pv[i]
+
+
+@nb.njit(cache=True)
+def end_vote(B, xr, cr, n, code_attr, pk, pv, hint, out_row, total):
+    """Normalise the weighted votes (``total`` their weight); member 1 alone if nobody voted."""
     if total > 0.0:
         for c in range(n):
             out_row[c] /= total
     else:
         scatter(pk, pv, tree_proba(B, B, 0, xr, cr, n, code_attr, pk, pv, hint), out_row)
+
+
+@nb.njit(cache=True)
+def boost_step(lam_sc, lam_sw, m, lam, correct):
+    """Fig. 4.3 after member m saw the example with weight lambda: its lambda_sc (``correct``)
+    or lambda_sw grows by lambda; returns the next member's lambda, lambda / (2 (1 - e_m)) or
+    lambda / (2 e_m)."""
+    if correct:  # h_m(x) = y
+        lam_sc[m] += lam
+        eps = lam_sw[m] / (lam_sc[m] + lam_sw[m])
+        return lam / (2.0 * (1.0 - eps))
+    lam_sw[m] += lam
+    eps = lam_sw[m] / (lam_sc[m] + lam_sw[m])
+    return lam / (2.0 * eps)
 
 
 @nb.njit(cache=True)
@@ -152,16 +179,8 @@ def boosting_learn(B, ipar, fstate, xr, cr, y, w, seq, nc, code_attr, pk, pv, hi
         if k > 0:
             tree_learn(B, B, m, xr, cr, y, float(k), nc, code_attr, pk, pv, hint)
         n = tree_proba(B, B, m, xr, cr, nc, code_attr, pk, pv, hint)
-        correct = argmax(pk, pv, n) == y
         hint[m, 0] = -1  # computed after the update: not reusable
-        if correct:  # h_m(x) = y
-            lam_sc[m] += lam
-            eps = lam_sw[m] / (lam_sc[m] + lam_sw[m])
-            lam = lam / (2.0 * (1.0 - eps))
-        else:
-            lam_sw[m] += lam
-            eps = lam_sw[m] / (lam_sc[m] + lam_sw[m])
-            lam = lam / (2.0 * eps)
+        lam = boost_step(lam_sc, lam_sw, m, lam, argmax(pk, pv, n) == y)
 
 
 # --------------------------------------------------------------------------- the row driver
