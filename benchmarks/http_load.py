@@ -42,6 +42,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -359,13 +360,11 @@ def ids_run(store: str, n: int, with_ids: bool, work: Path) -> dict:
     }
 
 
-def ids_inprocess(store: str, work: Path) -> dict[str, float]:
-    """The registry's learn called directly (no HTTP: the noise of a shared machine's network
-    stack and scheduler is out): blocks of 250 single learns with and without ids, alternated,
-    5,000 of each; p50/p90 microseconds per learn."""
-    import asyncio
-
-    from app.registry import Example, Registry
+def with_registry(store: str, work: Path, body: Any) -> Any:
+    """Run ``await body(reg)`` on a registry (with model "m" created from IDS_SPEC) over a
+    fresh ``store`` in ``work`` (a redis-server of its own for "redis"); snapshots and closes
+    the store after it, returns what the body returns."""
+    from app.registry import Registry
     from app.settings import Settings
     from app.stores import make_store
 
@@ -374,13 +373,32 @@ def ids_inprocess(store: str, work: Path) -> dict[str, float]:
     if store == "redis":
         redis_proc, kw["redis_url"] = start_redis(work / "redis")
 
-    async def run() -> dict[str, float]:
+    async def run() -> Any:
         settings = Settings(**kw)
         st = make_store(settings)
         await st.open(5)
         reg = Registry(st, settings)
         await reg.recover()
         await reg.create("m", IDS_SPEC)
+        out = await body(reg)
+        await reg.snapshot_all()
+        await st.close()
+        return out
+
+    try:
+        return asyncio.run(run())
+    finally:
+        if redis_proc:
+            redis_proc.stop()
+
+
+def ids_inprocess(store: str, work: Path) -> dict[str, float]:
+    """The registry's learn called directly (no HTTP: the noise of a shared machine's network
+    stack and scheduler is out): blocks of 250 single learns with and without ids, alternated,
+    5,000 of each; p50/p90 microseconds per learn."""
+    from app.registry import Example
+
+    async def body(reg: Any) -> dict[str, float]:
         times: dict[bool, list[float]] = {True: [], False: []}
         n = 0
         for block in range(42):
@@ -392,7 +410,6 @@ def ids_inprocess(store: str, work: Path) -> dict[str, float]:
                 await reg.learn("m", [ex])
                 if block >= 2:  # the first two blocks warm up
                     times[keyed].append(time.perf_counter() - t0)
-        await st.close()
         out = {}
         for keyed, v in times.items():
             v.sort()
@@ -401,48 +418,23 @@ def ids_inprocess(store: str, work: Path) -> dict[str, float]:
             out[f"{tag} p90 us"] = 1e6 * v[int(0.9 * len(v))]
         return out
 
-    try:
-        return asyncio.run(run())
-    finally:
-        if redis_proc:
-            redis_proc.stop()
+    return with_registry(store, work, body)
 
 
 def ids_rss(store: str, n: int, work: Path) -> list[tuple[int, float]]:
     """RSS of this process (MB) every 25,000 of ``n`` single learns with new ids, the
     registry's learn called directly (one OzaBag(NB, 10) model: its state does not grow)."""
-    import asyncio
+    from app.registry import Example
 
-    from app.registry import Example, Registry
-    from app.settings import Settings
-    from app.stores import make_store
-
-    kw: dict = {"data_dir": work / "data", "snapshot_interval": 3600}
-    redis_proc = None
-    if store == "redis":
-        redis_proc, kw["redis_url"] = start_redis(work / "redis")
-
-    async def run() -> list[tuple[int, float]]:
-        settings = Settings(**kw)
-        st = make_store(settings)
-        await st.open(5)
-        reg = Registry(st, settings)
-        await reg.recover()
-        await reg.create("m", IDS_SPEC)
+    async def body(reg: Any) -> list[tuple[int, float]]:
         out = [(0, rss_mb(os.getpid()))]
         for i in range(1, n + 1):
             await reg.learn("m", [Example({"x": float(i % 7)}, "ab"[i % 2], 1.0, f"c-{i:09d}")])
             if i % 25_000 == 0:
                 out.append((i, rss_mb(os.getpid())))
-        await reg.snapshot_all()
-        await st.close()
         return out
 
-    try:
-        return asyncio.run(run())
-    finally:
-        if redis_proc:
-            redis_proc.stop()
+    return with_registry(store, work, body)
 
 
 def ids_main(args) -> None:
