@@ -4,7 +4,14 @@
 threads, with results bit-identical to one thread. This times the prequential batch loop of
 ``benchmarks/peers.py`` (``predict_learn_many`` on blocks of ``--batch-size`` rows of river's
 ``Agrawal(classification_function=2, seed=7, perturbation=0.05)``) for OzaBag(HT, 10) and
-OzaBag(NB, 10) (MOA's tree defaults, as peers.py) at each thread count of ``--threads``.
+OzaBag(NB, 10) (MOA's tree defaults, as peers.py) at each thread count of ``--threads``, and the
+same loop with ``learn_many`` (no predictions: no output dicts to build, ``--calls``).
+
+Each run at T > 1 threads is repeated on a fresh model to take its critical path (``CriticalPath``):
+the calling thread's CPU time outside the member groups plus, per parallel phase, the CPU time
+of the slowest group. One-thread CPU time over that is the speed-up idle cores would give
+("critical-path speed-up"): an estimate from thread CPU times, which the load of a shared machine
+disturbs much less than the wall clock (it leaves out what waking threads costs).
 
 Every model first runs an untimed warm-up on a throwaway copy at the same thread count (the
 parallel kernels compile or load from numba's cache there). The thread counts are then run in
@@ -81,12 +88,71 @@ def factory(key: str, threads: int) -> Any:
     return OnlineBagging(learner, n_models=10, seed=1, threads=threads)
 
 
-def timed_loop(model: Any, xs: list, ys: list, batch: int) -> tuple[float, float]:
-    """Wall seconds and process CPU seconds of the prequential batch loop."""
+def timed_loop(model: Any, xs: list, ys: list, batch: int, call: str) -> tuple[float, float]:
+    """Wall seconds and process CPU seconds of the batch loop (``call``: ``predict_learn_many``,
+    the prequential loop, or ``learn_many``)."""
+    run = getattr(model, call)
     t0, c0 = time.perf_counter(), time.process_time()
     for i in range(0, len(xs), batch):
-        model.predict_learn_many(xs[i : i + batch], ys[i : i + batch])
+        run(xs[i : i + batch], ys[i : i + batch])
     return time.perf_counter() - t0, time.process_time() - c0
+
+
+class CriticalPath:
+    """CPU seconds of the loop's critical path on idle cores, from thread CPU times, which other
+    load on the machine disturbs much less than wall time: the calling thread's CPU outside the
+    member groups (encoding, output, combining votes, growing arrays) plus, for each parallel
+    phase, the CPU of its slowest group. ``cpu(1 thread) / critical path`` estimates the speed-up
+    that idle cores would give."""
+
+    def __init__(self) -> None:
+        from ensembles import _kernels, backends
+
+        self.kernels, self.backends = _kernels, backends
+        self.groups: list[tuple[int, int, float]] = []  # (phase, thread, cpu seconds)
+        self.phase = 0
+
+    def __enter__(self) -> CriticalPath:
+        import threading
+
+        real_run, real_phase = self.kernels.bagging_members, self.backends.MemberThreads._phase
+
+        def run(*args: Any) -> None:
+            c = time.thread_time()
+            real_run(*args)
+            self.groups.append((self.phase, threading.get_ident(), time.thread_time() - c))
+
+        def phase(obj: Any, *args: Any) -> None:
+            self.phase += 1
+            real_phase(obj, *args)
+
+        self._saved = (real_run, real_phase)
+        self.kernels.bagging_members = run
+        self.backends.MemberThreads._phase = phase  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kernels.bagging_members, self.backends.MemberThreads._phase = self._saved
+
+    def seconds(self, caller_cpu: float, caller: int) -> float:
+        mine = sum(c for _, t, c in self.groups if t == caller)
+        slowest: dict[int, float] = {}
+        for ph, _, c in self.groups:
+            slowest[ph] = max(slowest.get(ph, 0.0), c)
+        return caller_cpu - mine + sum(slowest.values())
+
+
+def critical_path(model: Any, xs: list, ys: list, batch: int, call: str) -> float:
+    """The loop's critical-path CPU seconds (``CriticalPath``)."""
+    import threading
+
+    run = getattr(model, call)
+    with CriticalPath() as cp:
+        c0 = time.thread_time()
+        for i in range(0, len(xs), batch):
+            run(xs[i : i + batch], ys[i : i + batch])
+        caller_cpu = time.thread_time() - c0
+    return cp.seconds(caller_cpu, threading.get_ident())
 
 
 def curve(args: argparse.Namespace) -> dict[str, list[dict]]:
@@ -96,18 +162,23 @@ def curve(args: argparse.Namespace) -> dict[str, list[dict]]:
     warm = args.warmup
     runs: dict[str, list[dict]] = {}
     for key in args.models:
-        runs[key] = []
         for t in args.threads:  # compile / load every kernel first, untimed
-            timed_loop(factory(key, t), xs[:warm], ys[:warm], args.batch_size)
-        for rnd in range(args.repeat):
-            order = args.threads if rnd % 2 == 0 else list(reversed(args.threads))
-            for t in order:
-                load = os.getloadavg()[0]
-                wall, cpu = timed_loop(factory(key, t), xs, ys, args.batch_size)
-                runs[key].append({"threads": t, "round": rnd, "load": load, "wall_s": wall,
-                                  "cpu_s": cpu, "rate": len(xs) / wall})  # fmt: skip
-                log(args, f"{MODELS[key]:<15} threads={t} round {rnd}: {len(xs) / wall:>9,.0f} "
-                          f"ex/s  cpu/wall {cpu / wall:.2f}  load {load:.2f}")  # fmt: skip
+            timed_loop(factory(key, t), xs[:warm], ys[:warm], args.batch_size, args.calls[0])
+        for call in args.calls:
+            rs = runs[f"{key} {call}"] = []
+            for rnd in range(args.repeat):
+                order = args.threads if rnd % 2 == 0 else list(reversed(args.threads))
+                for t in order:
+                    load = os.getloadavg()[0]
+                    wall, cpu = timed_loop(factory(key, t), xs, ys, args.batch_size, call)
+                    crit = cpu
+                    if t > 1:
+                        crit = critical_path(factory(key, t), xs, ys, args.batch_size, call)
+                    rs.append({"threads": t, "round": rnd, "load": load, "wall_s": wall,
+                               "cpu_s": cpu, "critical_cpu_s": crit, "rate": len(xs) / wall})  # fmt: skip
+                    log(args, f"{MODELS[key]:<15} {call:<18} threads={t} round {rnd}: "
+                              f"{len(xs) / wall:>9,.0f} ex/s  cpu/wall {cpu / wall:.2f}  load "
+                              f"{load:.2f}  critical path {crit:.3f} s of {cpu:.3f} s CPU")  # fmt: skip
     return runs
 
 
@@ -129,16 +200,22 @@ def compile_cost(args: argparse.Namespace) -> list[dict]:
 
 def report(runs: dict[str, list[dict]], compiles: list[dict], args: argparse.Namespace) -> str:
     parts = []
-    head = "| model | threads | ex/s (median) | speed-up | every run: ex/s (cpu/wall, load) |"
-    rows = [head, "|---|---|---|---|---|"]
+    head = ("| model, call | threads | ex/s (median) | speed-up | critical-path speed-up | every run: "
+            "ex/s (cpu/wall, load) |")  # fmt: skip
+    rows = [head, "|---|---|---|---|---|---|"]
     for key, rs in runs.items():
-        base = statistics.median(r["rate"] for r in rs if r["threads"] == args.threads[0])
+        model, call = key.split(" ")
+        first = [r for r in rs if r["threads"] == args.threads[0]]
+        base = statistics.median(r["rate"] for r in first)
+        base_cpu = statistics.median(r["cpu_s"] for r in first)
         for t in args.threads:
             mine = [r for r in rs if r["threads"] == t]
             med = statistics.median(r["rate"] for r in mine)
+            crit = base_cpu / statistics.median(r["critical_cpu_s"] for r in mine)
             every = "; ".join(f"{r['rate']:,.0f} ({r['cpu_s'] / r['wall_s']:.2f}, {r['load']:.1f})"
                               for r in mine)  # fmt: skip
-            rows.append(f"| {MODELS[key]} | {t} | {med:,.0f} | {med / base:.2f}× | {every} |")
+            rows.append(f"| {MODELS[model]} `{call}` | {t} | {med:,.0f} | {med / base:.2f}× | {crit:.2f}× | "
+                        f"{every} |")  # fmt: skip
     parts.append("\n".join(rows))
     if compiles:
         crow = ["| numba cache | import | first batch, 1 thread | first batch, 2 threads |",
@@ -170,9 +247,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    "the speed-up's base")  # fmt: skip
     p.add_argument("--models", default=",".join(MODELS), help=f"comma list of {','.join(MODELS)}")
     p.add_argument("--batch-size", type=int, default=1000, help="rows per batch (1000)")
+    p.add_argument("--calls", default="predict_learn_many,learn_many",
+                   help="batch calls timed (predict_learn_many,learn_many)")  # fmt: skip
     p.add_argument("--warmup", type=int, default=2000, help="untimed warm-up rows per count")
     p.add_argument("--repeat", type=int, default=3, help="rounds over the thread counts (3)")
     p.add_argument("--compile", action="store_true", help="also time the first parallel calls")
+    p.add_argument("--shared-struct", action="store_true",
+                   help="every thread reads the bank through one struct, as before thread_views "
+                   "(to measure what the contended reference counts cost)")  # fmt: skip
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "threads.md"),
                    help="markdown results file ('' to not write)")  # fmt: skip
     p.add_argument("--json", default="", help="also write every run as JSON here")
@@ -180,6 +262,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     args.threads = [int(t) for t in args.threads.split(",") if t.strip()]
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+    args.calls = [c.strip() for c in args.calls.split(",") if c.strip()]
+    if bad := set(args.calls) - {"predict_learn_many", "learn_many"}:
+        p.error(f"unknown call(s) {sorted(bad)}; choose predict_learn_many, learn_many")
     if bad := set(args.models) - set(MODELS):
         p.error(f"unknown model(s) {sorted(bad)}; choose from {', '.join(MODELS)}")
     return args
@@ -187,6 +272,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.shared_struct:
+        from ensembles import backends
+
+        backends.CompiledBackend.thread_views = lambda self, B, n: [B] * n  # type: ignore[method-assign]
     load_before = os.getloadavg()
     compiles = compile_cost(args) if args.compile else []
     runs = curve(args)
