@@ -32,7 +32,7 @@ from learners.schema import Schema, normalize_label
 from . import _kernels
 
 MAX_THREADS = 256
-PARALLEL_MIN_ROWS = 8  # a smaller batch runs in the calling thread (threads cost ~20 us a batch)
+PARALLEL_MIN_ROWS = 64  # smaller batches run in the calling thread (threads: ~0.1-0.2 ms a batch)
 VOTE_BYTES = 32 << 20  # the members' kept predictions of one block of rows take at most this
 
 
@@ -103,8 +103,11 @@ class CompiledBackend:
         if (threads > 1 and self.independent_members and len(X) >= PARALLEL_MIN_ROWS
                 and not interpreting()):  # fmt: skip
             kernel = MemberThreads(threads, self.n_models, self.thread_views)
-        return self.bank.run(kernel, self.ipar, self.fstate, X, ys, ws, predict=predict,
-                             learn=learn)  # fmt: skip
+        try:
+            return self.bank.run(kernel, self.ipar, self.fstate, X, ys, ws, predict=predict,
+                                 learn=learn)  # fmt: skip
+        finally:
+            self._views = CompiledBackend._views  # (they hold arrays the bank may replace)
 
     _views: tuple = (None, -1, [])  # (struct, pool generation, its private twins)
 
@@ -117,7 +120,7 @@ class CompiledBackend:
         two threads on two cores ran OzaBag(HT, 10) no faster than one, at 1.75 cores busy).
         Unboxing an array whose base is not a ``MemInfo`` makes a new one, so each twin is
         ``make_bank`` (``TreeBank.view``) over ``memoryview`` wrappers of the same buffers.
-        Kept while ``B`` and its pools are the same."""
+        Kept while ``B`` and its pools are the same, within one batch."""
         generation = compiled(_kernels.pool_generation)(B)
         held, held_gen, views = self._views
         if held is not B or held_gen != generation or len(views) < n:
