@@ -50,7 +50,8 @@ class Settings(BaseSettings):
         Window of the windowed accuracy.
     idempotency_window
         Idempotency keys are remembered for the last this-many examples of a model (older ones
-        are forgotten at the next snapshot), so a retry is safe for that long.
+        are forgotten at the next snapshot), so a retry is safe for that long. They are kept in
+        the store; memory holds a filter of ~1.5 bytes per id of the window.
     shared_store
         Other processes write to the same store (``serve(workers > 1)`` sets it): read the log
         tail before each write instead of finding out from a refused append.

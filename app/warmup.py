@@ -4,9 +4,13 @@ warmup``).
 numba compiles a kernel the first time it runs and caches the machine code on disk
 (``NUMBA_CACHE_DIR``, default ``__pycache__`` next to the sources). The native learners share one
 run kernel per ensemble kind (``bagging``, ``boosting``, ``single``; the learner and its options
-are runtime parameters), so warming a kind once covers every learner under it. On a fresh cache
-this takes tens of seconds per kind (``benchmarks/coldstart.py``); from the cache, well under one.
-Meanwhile requests are answered by the kernels' interpreted twins (``learners.jit``).
+are runtime parameters), so warming a kind with one native learner covers every native learner
+under it. Two more kernels per kind are not that one (``ensembles.spec.run_kernels``): the
+adaptive kernel of the drift options (``drift="adwin"`` / ``"ddm"``, leveraging bagging, the
+weighted vote, a window) and the MLP learner's own; warming a kind trains a tiny model of each
+(``warm_all``). On a fresh cache this takes tens of seconds per kind
+(``benchmarks/coldstart.py``); from the cache, well under one. Meanwhile requests are answered by
+the kernels' interpreted twins (``learners.jit``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,11 @@ from dataclasses import dataclass, field
 log = logging.getLogger("chorus")
 
 ENSEMBLES = ("bagging", "boosting", "single")
-LEARNERS = ("hoeffding_tree", "naive_bayes", "stump")
+LEARNERS = ("hoeffding_tree", "naive_bayes", "stump", "mlp")
+# the learners whose kernels differ: one native learner (they share the ensemble's) and the MLP
+KERNEL_LEARNERS = ("hoeffding_tree", "mlp")
+# per kind, the ensemble options that run a kernel of their own (a native learner's only)
+ADAPTIVE = {"bagging": {"drift": "adwin"}, "boosting": {"drift": "adwin"}}
 
 
 def parse_kinds(text: str) -> list[str]:
@@ -64,8 +72,10 @@ def parse_kinds(text: str) -> list[str]:
 def warm_kind(ensemble: str, learner: str = "hoeffding_tree", n: int = 120) -> None:
     """Compile (or load from the cache) what a model of this kind runs in the service.
 
-    Trains a tiny model one example at a time and in a batch, predicts, and reloads its state,
-    so the run kernel and the state loader are compiled.
+    Trains a tiny model one example at a time and in a batch, predicts, describes it and reloads
+    its state, so the run kernel, the state loader and what ``GET /models/{name}`` computes are
+    compiled; with a native learner, the same again with the kind's adaptive options
+    (``ADAPTIVE``).
 
     Parameters
     ----------
@@ -75,25 +85,34 @@ def warm_kind(ensemble: str, learner: str = "hoeffding_tree", n: int = 120) -> N
         Examples (enough for a Hoeffding tree with ``grace_period=50`` to split).
     """
     from ensembles import build_model, load_state
+    from learners import NativeLearner
 
     X = [{"a": float(i % 7), "b": "xyz"[i % 3], "c": (i * 37 % 101) / 101.0} for i in range(n)]
     y = ["yn"[(i % 7) > 3] for i in range(n)]
-    spec = {
-        "ensemble": ensemble,
-        "learner": learner,
-        "n_models": 1 if ensemble == "single" else 3,
-        "seed": 1,
-        "params": {"grace_period": 50} if learner == "hoeffding_tree" else {},
-    }
-    model = build_model(spec)
-    half = n // 2
-    for xi, yi in zip(X[:half], y[:half], strict=True):
-        model.predict_learn_one(xi, yi)
-    model.predict_learn_many(X[half:], y[half:])
-    model.threads = 2  # and the member-parallel batch kernels (CHORUS_THREADS > 1; >= 64 rows)
-    model.predict_learn_many(X, y)
-    model.predict_proba_many(X[:10])
-    load_state(model.to_state()).predict_one(X[0])
+    params = {"grace_period": 50} if learner == "hoeffding_tree" else {}
+    variants = [params, {**params, **ADAPTIVE.get(ensemble, {})}]
+    for variant in variants[: 1 + (ensemble in ADAPTIVE)]:
+        spec = {"ensemble": ensemble, "learner": learner,
+                "n_models": 1 if ensemble == "single" else 3, "seed": 1, "params": variant}  # fmt: skip
+        model = build_model(spec)
+        half = n // 2
+        for xi, yi in zip(X[:half], y[:half], strict=True):
+            model.predict_learn_one(xi, yi)
+        model.predict_learn_many(X[half:], y[half:])
+        model.threads = 2  # and the member-parallel batch kernels (CHORUS_THREADS > 1; >= 64 rows)
+        model.predict_learn_many(X, y)
+        model.predict_proba_many(X[:10])
+        model.describe()
+        load_state(model.to_state()).predict_one(X[0])
+        if not isinstance(model.learner, NativeLearner):
+            break  # the adaptive options need a native learner
+
+
+def warm_all(ensemble: str) -> None:
+    """Warm every kernel a model of kind ``ensemble`` may run: one native learner's (with the
+    adaptive options) and the MLP's (``KERNEL_LEARNERS``)."""
+    for learner in KERNEL_LEARNERS:
+        warm_kind(ensemble, learner)
 
 
 @dataclass
@@ -184,9 +203,9 @@ def _warm_compiled(kind: str) -> None:
     from learners.jit import compiled_here
 
     with compiled_here():
-        warm_kind(kind)
+        warm_all(kind)
 
 
 if __name__ == "__main__":  # python -m app.warmup bagging boosting ... (compiles into the cache)
     for name in sys.argv[1:]:
-        warm_kind(name)
+        warm_all(name)

@@ -27,6 +27,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -101,8 +102,34 @@ def _call(url: str, body: dict | None = None, timeout: float = 120.0) -> tuple[i
         return exc.code, {}
 
 
-def serve(cache: str, learner: str = "hoeffding_tree") -> dict:
-    """``chorus serve`` on an empty store; seconds from launch to ready and to first answers."""
+# ``--model`` of the ``serve`` part: the model the first requests create (``params`` of its spec)
+MODELS: dict[str, dict[str, Any]] = {
+    "bagging": {"ensemble": "bagging", "learner": "hoeffding_tree"},
+    "adwin-bagging": {"ensemble": "bagging", "learner": "hoeffding_tree",
+                      "params": {"drift": "adwin"}},
+    "mlp-bagging": {"ensemble": "bagging", "learner": "mlp"},
+    "adwin-boosting": {"ensemble": "boosting", "learner": "hoeffding_tree",
+                       "params": {"drift": "adwin"}},
+}  # fmt: skip
+
+
+def _first_answer(base: str, name: str, i: int) -> float:
+    """Seconds of one ``POST /learn`` and one ``GET /predict`` of model ``name``."""
+    t = time.perf_counter()
+    body = {"model": name, "features": {"a": i, "b": "uv"[i % 2]}, "label": "yn"[i % 2]}
+    _call(base + "/learn", body, timeout=300)
+    with urllib.request.urlopen(f"{base}/predict?model={name}&a={i}&b=v", timeout=300) as r:
+        r.read()
+    return time.perf_counter() - t
+
+
+def serve(cache: str, model: str = "bagging") -> dict:
+    """``chorus serve`` on an empty store; seconds from launch to ready and to first answers.
+
+    ``first learn`` / ``first predict``: the first requests of a new model of kind ``model``
+    (``MODELS``), answered by the interpreted kernels when the cache is cold;
+    ``first answer, compiled``: its first learn + predict once the compiled kernels are in use
+    (a kernel left out of the warm-up compiles, or loads from the cache, in this request)."""
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     data = tempfile.mkdtemp(prefix="chorus-cold-data-")
@@ -132,7 +159,7 @@ def serve(cache: str, learner: str = "hoeffding_tree") -> dict:
             if proc.poll() is not None or time.perf_counter() - t0 > 300:
                 raise RuntimeError("server did not become ready")
             time.sleep(0.05)
-        spec = {"name": "m", "ensemble": "bagging", "learner": learner, "n_models": 10, "seed": 1}
+        spec = {"name": "m", "n_models": 10, "seed": 1, **MODELS[model]}
         _call(base + "/models", spec)
         status, _ = _call(
             base + "/learn", {"model": "m", "features": {"a": 1, "b": "u"}, "label": "y"}
@@ -147,6 +174,9 @@ def serve(cache: str, learner: str = "hoeffding_tree") -> dict:
                 res["compiled kernels in use"] = time.perf_counter() - t0
                 break
             time.sleep(0.2)
+        _call(base + "/models", dict(spec, name="m2"))
+        res["first answer, compiled"] = _first_answer(base, "m2", 1)
+        res["second answer, compiled"] = _first_answer(base, "m2", 2)
     finally:
         proc.terminate()
         proc.wait(30)
@@ -154,11 +184,24 @@ def serve(cache: str, learner: str = "hoeffding_tree") -> dict:
     return res
 
 
-def cold_then_warm(measure: Callable[[str], Any]) -> tuple[Any, Any]:
-    """``measure`` run on a fresh numba cache directory, then again on the cache it filled."""
+def cold_then_warm(measure: Callable[[str], Any], runs: int = 2) -> tuple[Any, ...]:
+    """``measure`` run on a fresh numba cache directory, then again on the cache it filled
+    (``runs`` times in all)."""
     cache = tempfile.mkdtemp(prefix="numba-cold-")
     try:
-        return measure(cache), measure(cache)
+        return tuple(measure(cache) for _ in range(runs))
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def after_cli_warmup(measure: Callable[[str], Any]) -> Any:
+    """``measure`` run on a numba cache directory filled by ``chorus warmup`` alone (what the
+    Docker image ships)."""
+    cache = tempfile.mkdtemp(prefix="numba-warmup-")
+    try:
+        subprocess.run([sys.executable, "-m", "app.cli", "warmup"], env=_env(cache), cwd=ROOT,
+                       check=True, capture_output=True)  # fmt: skip
+        return measure(cache)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 
@@ -173,6 +216,11 @@ def table(title: str, *columns: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", choices=["engine", "serve"], default=None)
+    ap.add_argument("--model", choices=sorted(MODELS), default="bagging",
+                    help="the model the serve part's first requests create")  # fmt: skip
+    ap.add_argument("--cache", choices=["cold-then-warm", "cli-warmup"], default="cold-then-warm",
+                    help="serve part: the second run on the cache the first filled, or on one "
+                    "filled by `chorus warmup` alone")  # fmt: skip
     ap.add_argument("--numba-opt", choices=["0", "1", "2", "3"], default=None,
                     help="NUMBA_OPT of the measured processes (numba's default: 3)")  # fmt: skip
     args = ap.parse_args()
@@ -196,11 +244,20 @@ def main() -> None:
                 print(f"| {name} | {s:.2f} |")
         print(f"| total (inclusive of nested) | {sum(cold['compiles'].values()):.2f} |")
     if args.only in (None, "serve"):
-        cold, warm = cold_then_warm(serve)
-        table("\n## `chorus serve` on an empty store, seconds after launch", "event",
-              "cold numba cache", "warm numba cache")  # fmt: skip
+        if args.cache == "cold-then-warm":
+            cold, warm = cold_then_warm(partial(serve, model=args.model))
+            heads = ("cold numba cache", "warm numba cache")
+        else:
+            cold = cold_then_warm(partial(serve, model=args.model), runs=1)[0]
+            warm = after_cli_warmup(partial(serve, model=args.model))
+            heads = ("cold numba cache", "cache of `chorus warmup`")
+        table(f"\n## `chorus serve` on an empty store, a new {args.model} model, seconds after "
+              "launch", "event", *heads)  # fmt: skip
         for k in ("listening", "ready", "first learn", "first predict", "compiled kernels in use"):
             print(f"| {k} | {cold.get(k, float('nan')):.2f} | {warm.get(k, float('nan')):.2f} |")
+        for k in ("first answer, compiled", "second answer, compiled"):
+            print(f"| {k} (learn + predict, seconds it took) | {cold.get(k, float('nan')):.2f} | "
+                  f"{warm.get(k, float('nan')):.2f} |")  # fmt: skip
 
 
 if __name__ == "__main__":

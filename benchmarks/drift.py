@@ -1,4 +1,5 @@
-"""Drift-adaptive bagging: Chorus against MOA and river on drifting streams, in one run.
+"""Drift-adaptive bagging and boosting: Chorus against MOA and river on drifting streams, in one
+run.
 
 Streams (river's ``datasets.synth``, one concept drift in the middle of ``--n`` examples, built
 with ``ConceptDriftStream``; ``width`` is the length of the change, river's sigmoid):
@@ -17,14 +18,18 @@ OzaBagAdwin            OnlineBagging(HT, drift="adwin")     meta.OzaBagAdwin / A
 LeveragingBag          ... drift="adwin", poisson_lambda=6  meta.LeveragingBag / LeveragingBaggingClassifier
 OzaBagAdwin, weighted  ... drift="adwin", vote="weighted"   (Chorus only)
 OzaBag + DDM           ... drift="ddm"                      (Chorus only)
+OzaBoost               OnlineBoosting(HT)                   meta.OzaBoost / AdaBoostClassifier
+OzaBoostAdwin          OnlineBoosting(HT, drift="adwin")    meta.OzaBoostAdwin / ADWINBoostingClassifier
 =====================  ===================================  ==============================
 
 Prequential predict-then-learn, one example per call, the same materialised stream for every
 library (MOA gets the same rows as pre-built Java instances, all features numeric). Stream seed
 and model seed are the run's seed (``--seeds``); river runs on the first seed only unless
-``--river-seeds`` says more, and only its ADWIN and leveraging bagging unless ``--river-models``
-says more (its leveraging bagging learns each example k ~ Poisson(6) times per member: ~150
-examples/s here; its plain bagging is in results/peers.md). Speed is examples per second of the timed loop (wall clock, after an
+``--river-seeds`` says more, and only its ADWIN bagging, leveraging bagging and ADWIN boosting
+unless ``--river-models`` says more (its leveraging bagging learns each example k ~ Poisson(6)
+times per member: ~150 examples/s here; its plain bagging and boosting are in results/peers.md).
+``--rows`` runs some rows only (e.g. ``--rows boost,boost_adwin``). Speed is examples per
+second of the timed loop (wall clock, after an
 untimed warm-up on the first ``--warmup`` examples: numba / JIT), on a shared machine: noisy.
 
 Run from the repository root::
@@ -59,11 +64,13 @@ ROWS = {
     "lev": "LeveragingBag",
     "adwin_w": "OzaBagAdwin, weighted vote",
     "ddm": "OzaBag + DDM",
+    "boost": "OzaBoost",
+    "boost_adwin": "OzaBoostAdwin",
 }
 LIBS = ("chorus", "moa", "river")
 STYLE = {"chorus": "-", "moa": "--", "river": ":"}
 COLOR = {"bag": "tab:gray", "adwin": "tab:blue", "lev": "tab:red", "adwin_w": "tab:green",
-         "ddm": "tab:purple"}  # fmt: skip
+         "ddm": "tab:purple", "boost": "tab:olive", "boost_adwin": "tab:orange"}  # fmt: skip
 
 
 def make_streams(n: int, seed: int) -> dict[str, list]:
@@ -96,11 +103,14 @@ def make_streams(n: int, seed: int) -> dict[str, list]:
 
 # --------------------------------------------------------------------------- models
 def chorus_factories(seed: int, n_models: int) -> dict[str, Callable[[], Any]]:
-    from ensembles import OnlineBagging
+    from ensembles import OnlineBagging, OnlineBoosting
     from learners import HoeffdingTree
 
     def bag(**kw: Any) -> Callable[[], Any]:
         return lambda: OnlineBagging(HoeffdingTree(), n_models=n_models, seed=seed, **kw)
+
+    def boost(**kw: Any) -> Callable[[], Any]:
+        return lambda: OnlineBoosting(HoeffdingTree(), n_models=n_models, seed=seed, **kw)
 
     return {
         "bag": bag(),
@@ -108,6 +118,8 @@ def chorus_factories(seed: int, n_models: int) -> dict[str, Callable[[], Any]]:
         "lev": bag(drift="adwin", poisson_lambda=6.0),
         "adwin_w": bag(drift="adwin", vote="weighted"),
         "ddm": bag(drift="ddm"),
+        "boost": boost(),
+        "boost_adwin": boost(drift="adwin"),
     }
 
 
@@ -120,6 +132,8 @@ def moa_specs(n_models: int) -> dict[str, tuple[str, str]]:
             "moa.classifiers.meta.LeveragingBag",
             f"-l ({ht}) -s {n_models} -w 6.0 -a 0.002 -m LeveragingBag",
         ),  # fmt: skip
+        "boost": ("moa.classifiers.meta.OzaBoost", f"-l ({ht}) -s {n_models}"),
+        "boost_adwin": ("moa.classifiers.meta.OzaBoostAdwin", f"-l ({ht}) -s {n_models} -a 0.002"),
     }
 
 
@@ -136,6 +150,8 @@ def river_factories(seed: int, n_models: int) -> dict[str, Callable[[], Any]]:
         "lev": lambda: ensemble.LeveragingBaggingClassifier(
             ht(), n_models=n_models, w=6.0, adwin_delta=0.002, bagging_method="bag", seed=seed
         ),
+        "boost": lambda: ensemble.AdaBoostClassifier(ht(), n_models=n_models, seed=seed),
+        "boost_adwin": lambda: ensemble.ADWINBoostingClassifier(ht(), n_models=n_models, seed=seed),
     }
 
 
@@ -168,6 +184,7 @@ def run_all(args: argparse.Namespace) -> dict:
     seeds = [int(s) for s in args.seeds.split(",")]
     river_seeds = seeds[: args.river_seeds]
     skip = set(filter(None, args.skip.split(",")))
+    wanted = set(args.rows.split(",")) if args.rows else set(ROWS)
     if "moa" not in skip:
         import capymoa  # noqa: F401 - starts the JVM outside the timed loops
         import jpype
@@ -178,6 +195,8 @@ def run_all(args: argparse.Namespace) -> dict:
             warm = stream[: args.warmup]
             if "chorus" not in skip:
                 for key, make in chorus_factories(seed, args.n_models).items():
+                    if key not in wanted:
+                        continue
                     loop_dicts(make(), warm)
                     model = make()
                     ok, sec = loop_dicts(model, stream)
@@ -186,6 +205,8 @@ def run_all(args: argparse.Namespace) -> dict:
             if "moa" not in skip:
                 schema, rows = moa_instances(stream)
                 for key, (cls, cli) in moa_specs(args.n_models).items():
+                    if key not in wanted:
+                        continue
 
                     def make_moa(cls: str = cls, cli: str = cli, schema: Any = schema,
                                  seed: int = seed) -> Any:  # fmt: skip
@@ -198,7 +219,7 @@ def run_all(args: argparse.Namespace) -> dict:
                     log(sname, seed, "moa", key, ok, sec)
             if "river" not in skip and seed in river_seeds:
                 for key, make in river_factories(seed, args.n_models).items():
-                    if key not in args.river_models.split(","):
+                    if key not in args.river_models.split(",") or key not in wanted:
                         continue
                     ok, sec = loop_dicts(make(), stream)
                     out.setdefault((sname, "river", key), []).append((ok, sec, None))
@@ -284,7 +305,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--n", type=int, default=20_000)
     p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--river-seeds", type=int, default=1, help="run river on the first K seeds")
-    p.add_argument("--river-models", default="adwin,lev", help="river rows (of bag,adwin,lev)")
+    p.add_argument("--river-models", default="adwin,lev,boost_adwin",
+                   help="river rows (of bag,adwin,lev,boost,boost_adwin)")  # fmt: skip
+    p.add_argument(
+        "--rows", default="", help=f"comma list of rows to run (default all: {','.join(ROWS)})"
+    )
     p.add_argument("--n-models", type=int, default=10)
     p.add_argument("--window", type=int, default=500, help="block of the accuracy curve")
     p.add_argument("--warmup", type=int, default=500)
@@ -307,7 +332,8 @@ def main(argv: list[str] | None = None) -> None:
         plot(res, args, args.plot)
     if args.out:
         specs = "\n".join(f"- MOA {ROWS[k]}: `{cls} {cli}`" for k, (cls, cli)
-                          in moa_specs(args.n_models).items())  # fmt: skip
+                          in moa_specs(args.n_models).items()
+                          if not args.rows or k in args.rows.split(","))  # fmt: skip
         intro = (f"{args.n:,} examples per stream, drift at {args.n // 2:,}, "
                  f"{args.n_models} Hoeffding trees per model, seeds {args.seeds} "
                  f"(river: the first {args.river_seeds}); examples/s on the {args.clock} "

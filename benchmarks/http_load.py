@@ -15,6 +15,13 @@ Usage::
 
     python benchmarks/http_load.py [--store sqlite|redis] [--duration 10] [--warm 20000]
                               [--connections 16] [--repeats 3] [--no-chantilly] [--json out.json]
+    python benchmarks/http_load.py --ids 20000 [--ids-stores sqlite,redis] [--repeats 2]
+
+``--ids N`` measures only learns with idempotency ids (#15): a fresh server and model per run,
+N sequential single ``POST /learn`` on one connection, each with a new id (and, alternated, the
+same without ids): RSS growth per 1,000 learns and the latency p50/p99. ``--ids 1
+--ids-inprocess`` times the registry's learn directly instead (no HTTP), with and without ids;
+``--ids 200000 --ids-rss`` samples the RSS over 200,000 learns with ids, in-process.
 
 The stream is river's ``Agrawal(classification_function=2, seed=7, perturbation=0.05)``, as in
 ``benchmarks/peers.py``. ``wrk`` comes from apt (``apt-get install wrk``); without it the load is
@@ -302,9 +309,192 @@ def chantilly_rate(n_warm: int, n_measure: int, workdir: Path) -> dict | None:
         redis_proc.stop()
 
 
+# naive Bayes members keep a fixed-size state (per class and feature), so the RSS a run of learns
+# adds is the ids' (a Hoeffding tree would grow by itself)
+IDS_SPEC = {"ensemble": "bagging", "learner": "naive_bayes", "n_models": 10, "seed": 1}
+
+
+def ids_run(store: str, n: int, with_ids: bool, work: Path) -> dict:
+    """One fresh server and model (OzaBag(NB, 10)): 2,000 batched examples (untimed), then ``n``
+    sequential single ``POST /learn`` (each with a new id when ``with_ids``) on one connection.
+    Returns the RSS growth per 1,000 learns and the latency p50/p99 (ms) of those learns."""
+    work.mkdir(parents=True)
+    env = {"CHORUS_DATA_DIR": str(work / "data"), "CHORUS_SNAPSHOT_INTERVAL": "3600"}
+    redis_proc = None
+    if store == "redis":
+        redis_proc, env["CHORUS_REDIS_URL"] = start_redis(work / "redis")
+    stream = agrawal(2000 + n)
+    try:
+        server = start_chorus(free_port(), env)
+        try:
+            with httpx.Client(base_url=server.url, trust_env=False, timeout=60) as c:
+                c.post("/models", json={"name": "bench", **IDS_SPEC}).raise_for_status()
+                for i in range(0, 2000, 500):
+                    exs = [{"features": x, "label": y} for x, y in stream[i : i + 500]]
+                    c.post("/learn", json={"model": "bench", "examples": exs}).raise_for_status()
+                rss0 = rss_mb(server.proc.pid)
+                lat = []
+                for i, (x, y) in enumerate(stream[2000:]):
+                    body = {"model": "bench", "features": x, "label": y}
+                    if with_ids:
+                        body["id"] = f"client-7f3a-{i:09d}"
+                    t0 = time.perf_counter()
+                    c.post("/learn", json=body).raise_for_status()
+                    lat.append(time.perf_counter() - t0)
+                rss1 = rss_mb(server.proc.pid)
+        finally:
+            server.stop()
+    finally:
+        if redis_proc:
+            redis_proc.stop()
+    return {
+        "store": store,
+        "ids": with_ids,
+        "n": n,
+        "rss_start": rss0,
+        "rss_end": rss1,
+        "kb_per_1k": (rss1 - rss0) * 1024 / (n / 1000),
+        "p50_ms": percentile_ms(lat, 0.5),
+        "p99_ms": percentile_ms(lat, 0.99),
+    }
+
+
+def ids_inprocess(store: str, work: Path) -> dict[str, float]:
+    """The registry's learn called directly (no HTTP: the noise of a shared machine's network
+    stack and scheduler is out): blocks of 250 single learns with and without ids, alternated,
+    5,000 of each; p50/p90 microseconds per learn."""
+    import asyncio
+
+    from app.registry import Example, Registry
+    from app.settings import Settings
+    from app.stores import make_store
+
+    kw: dict = {"data_dir": work / "data", "snapshot_interval": 3600}
+    redis_proc = None
+    if store == "redis":
+        redis_proc, kw["redis_url"] = start_redis(work / "redis")
+
+    async def run() -> dict[str, float]:
+        settings = Settings(**kw)
+        st = make_store(settings)
+        await st.open(5)
+        reg = Registry(st, settings)
+        await reg.recover()
+        await reg.create("m", IDS_SPEC)
+        times: dict[bool, list[float]] = {True: [], False: []}
+        n = 0
+        for block in range(42):
+            keyed = block % 2 == 0
+            for _ in range(250):
+                n += 1
+                ex = Example({"x": float(n % 7)}, "ab"[n % 2], 1.0, f"c-{n:09d}" if keyed else None)
+                t0 = time.perf_counter()
+                await reg.learn("m", [ex])
+                if block >= 2:  # the first two blocks warm up
+                    times[keyed].append(time.perf_counter() - t0)
+        await st.close()
+        out = {}
+        for keyed, v in times.items():
+            v.sort()
+            tag = "ids" if keyed else "no ids"
+            out[f"{tag} p50 us"] = 1e6 * v[len(v) // 2]
+            out[f"{tag} p90 us"] = 1e6 * v[int(0.9 * len(v))]
+        return out
+
+    try:
+        return asyncio.run(run())
+    finally:
+        if redis_proc:
+            redis_proc.stop()
+
+
+def ids_rss(store: str, n: int, work: Path) -> list[tuple[int, float]]:
+    """RSS of this process (MB) every 25,000 of ``n`` single learns with new ids, the
+    registry's learn called directly (one OzaBag(NB, 10) model: its state does not grow)."""
+    import asyncio
+
+    from app.registry import Example, Registry
+    from app.settings import Settings
+    from app.stores import make_store
+
+    kw: dict = {"data_dir": work / "data", "snapshot_interval": 3600}
+    redis_proc = None
+    if store == "redis":
+        redis_proc, kw["redis_url"] = start_redis(work / "redis")
+
+    async def run() -> list[tuple[int, float]]:
+        settings = Settings(**kw)
+        st = make_store(settings)
+        await st.open(5)
+        reg = Registry(st, settings)
+        await reg.recover()
+        await reg.create("m", IDS_SPEC)
+        out = [(0, rss_mb(os.getpid()))]
+        for i in range(1, n + 1):
+            await reg.learn("m", [Example({"x": float(i % 7)}, "ab"[i % 2], 1.0, f"c-{i:09d}")])
+            if i % 25_000 == 0:
+                out.append((i, rss_mb(os.getpid())))
+        await reg.snapshot_all()
+        await st.close()
+        return out
+
+    try:
+        return asyncio.run(run())
+    finally:
+        if redis_proc:
+            redis_proc.stop()
+
+
+def ids_main(args) -> None:
+    """``--ids N``: the memory and latency of learns with idempotency ids (#15), alternating runs
+    with and without ids on each store."""
+    work = Path(tempfile.mkdtemp(prefix="chorus-ids-"))
+    if args.ids_rss:
+        try:
+            for store in args.ids_stores.split(","):
+                series = ids_rss(store, args.ids, work / f"rss-{store}")
+                emit(f"{store}: RSS MB after N learns with ids: "
+                     + ", ".join(f"{k:,}: {v:.1f}" for k, v in series))  # fmt: skip
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
+    if args.ids_inprocess:
+        try:
+            for rep in range(args.repeats):
+                for store in args.ids_stores.split(","):
+                    r = ids_inprocess(store, work / f"{rep}-{store}")
+                    emit(f"{store}: " + ", ".join(f"{k} {v:.0f}" for k, v in r.items()))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
+    rows = []
+    try:
+        for rep in range(args.repeats):
+            for store in args.ids_stores.split(","):
+                for with_ids in (True, False):
+                    r = ids_run(store, args.ids, with_ids, work / f"{rep}-{store}-{with_ids}")
+                    emit(json.dumps(r))
+                    rows.append(r)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    emit(f"\n{args.ids:,} sequential single POST /learn, OzaBag(NB,10), one connection\n")
+    emit("| store | ids | RSS start MB | RSS end MB | RSS KB per 1k learns | p50 ms | p99 ms |")
+    emit("|---|---|---|---|---|---|---|")
+    for r in rows:
+        emit(
+            f"| {r['store']} | {'yes' if r['ids'] else 'no'} | {r['rss_start']:.0f} "
+            f"| {r['rss_end']:.0f} | {r['kb_per_1k']:,.0f} | {r['p50_ms']:.2f} "
+            f"| {r['p99_ms']:.2f} |"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--store", choices=["sqlite", "redis"], default="sqlite")
+    ap.add_argument("--ids", type=int, default=0, help="measure N learns with ids (only that)")
+    ap.add_argument("--ids-stores", default="sqlite,redis")
+    ap.add_argument("--ids-inprocess", action="store_true", help="with --ids: no HTTP")
+    ap.add_argument("--ids-rss", action="store_true", help="with --ids N: RSS over N learns")
     ap.add_argument("--warm", type=int, default=20_000)
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--connections", type=int, default=16)
@@ -314,6 +504,9 @@ def main() -> None:
     ap.add_argument("--wrk-threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3, help="alternated durability on/off runs")
     args = ap.parse_args()
+    if args.ids:
+        ids_main(args)
+        return
     global WRK_THREADS
     WRK_THREADS = args.wrk_threads
 

@@ -21,6 +21,12 @@ One run kernel (signature of ``learners.compiled.single_run``) with ``fstate`` a
 
 With ``lambda = 1``, no detector and the ``average`` or ``majority`` vote this learns exactly what
 ``_kernels.bagging_run`` learns (the same draws, the same updates): only the window is extra.
+
+``boosting_adaptive_run`` is online boosting (``_kernels.boosting_learn``, Oza 2001 Fig. 4.3) with
+the same window and one ADWIN detector per member on its 0/1 error after learning; on a change
+the member with the highest estimated error is reset and its ``lambda_sc``, ``lambda_sw`` zeroed
+(ADWIN boosting, MOA's ``OzaBoostAdwin``). Without a detector it learns exactly what
+``_kernels.boosting_run`` learns.
 """
 
 from __future__ import annotations
@@ -36,15 +42,25 @@ from learners.compiled import (
     classes_after,
     classes_needed,
     has_room,
+    keep_alive,
+    scatter,
     tree_learn,
     tree_proba,
     tree_reset,
+    unowned,
 )
 from learners.compiled import best_class as argmax
 from learners.jit import one_specialisation
 
 from . import _kernels, _rng, adwin, ddm
-from ._kernels import VOTE_MAJORITY, VOTE_WEIGHTED, purge_stale_cache
+from ._kernels import (
+    BAGGING,
+    BOOSTING,
+    VOTE_MAJORITY,
+    VOTE_WEIGHTED,
+    purge_stale_cache,
+    vote_weights,
+)
 from ._rng import poisson
 from .adwin import AdwinState, adwin_estimate, adwin_reset, adwin_update
 from .ddm import DRIFT as DDM_DRIFT
@@ -79,6 +95,7 @@ class AdaptiveState(NamedTuple):
     resets: np.ndarray  # [M] times member m was reset
     counters: np.ndarray  # [3] POS, FILLED, RESETS
     mpred: np.ndarray  # [M] scratch: the members' predictions of the current row
+    lam: np.ndarray  # [2, M] boosting's lambda_sc, lambda_sw per member (unused by bagging)
 
 
 @nb.njit(cache=True)
@@ -164,7 +181,6 @@ def adaptive_learn(B, ipar, st, xr, cr, y, w, seq, nc, code_attr, pk, pv, hint):
     M = B.kind.shape[0]
     lam = st.fpar[LAMBDA]
     drift = ipar[DRIFT] != NO_DRIFT
-    delta = st.fpar[DELTA]
     change = False
     for m in range(M):
         k = poisson(
@@ -180,39 +196,123 @@ def adaptive_learn(B, ipar, st, xr, cr, y, w, seq, nc, code_attr, pk, pv, hint):
         if ipar[DRIFT] == DRIFT_DDM:  # DDM: the member whose detector signals a drift is reset
             if ddm_update(st.ddm, m, 0.0 if correct else 1.0) == DDM_DRIFT:
                 reset_member(B, ipar, st, m, hint)
-        elif drift:
-            before = adwin_estimate(st.adwin, m)
-            if adwin_update(
-                st.adwin, m, 0.0 if correct else 1.0, delta, ipar[CLOCK], ipar[MIN_LEN]
-            ):
-                if (
-                    adwin_estimate(st.adwin, m) > before
-                ):  # the error went up: a change for the worse
-                    change = True
+        elif drift and detect(ipar, st, m, correct):
+            change = True
     record(ipar, st, y)
     if change:  # reset the member with the highest estimated error (Bifet et al. 2009)
-        worst = -1
-        most = 0.0
-        for m in range(M):
-            e = adwin_estimate(st.adwin, m)
-            if e > most:
-                most = e
-                worst = m
-        if worst >= 0:
-            reset_member(B, ipar, st, worst, hint)
+        reset_worst(B, ipar, st, hint)
 
 
 @nb.njit(cache=True)
-def adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
-                 code_attr, need):  # fmt: skip
-    """Adaptive bagging over rows (signature of ``learners.compiled.single_run``; ``st`` an
-    ``AdaptiveState``). Returns the first row not processed."""
-    R = xn.shape[0]
-    C = classes_needed(n_cls, ys, start, do_learn)
+def detect(ipar, st, m, correct):
+    """Member m's 0/1 error into its ADWIN detector: True if the window shrank and the error
+    estimate went up (a change for the worse)."""
+    before = adwin_estimate(st.adwin, m)
+    err = 0.0 if correct else 1.0
+    if adwin_update(st.adwin, m, err, st.fpar[DELTA], ipar[CLOCK], ipar[MIN_LEN]):
+        return adwin_estimate(st.adwin, m) > before
+    return False
+
+
+@nb.njit(cache=True)
+def reset_worst(B, ipar, st, hint):
+    """Reset the member with the highest estimated error (Bifet et al. 2009); its index, or -1
+    when every estimate is 0."""
+    worst = -1
+    most = 0.0
+    for m in range(B.kind.shape[0]):
+        e = adwin_estimate(st.adwin, m)
+        if e > most:
+            most = e
+            worst = m
+    if worst >= 0:
+        reset_member(B, ipar, st, worst, hint)
+    return worst
+
+
+# --------------------------------------------------------------------------- ADWIN boosting
+@nb.njit(cache=True)
+def boosting_adaptive_predict(B, ipar, st, xr, cr, n, code_attr, pk, pv, hint, out_row):
+    """Online boosting's vote (``_kernels.boosting_predict``: log((1 - e_m) / e_m) per member),
+    and every member's top class in ``st.mpred`` (those without a vote too, for the window)."""
     M = B.kind.shape[0]
+    wts = np.empty(M)
+    vote_weights(st.lam[0], st.lam[1], wts)
+    out_row[:n] = 0.0
+    total = 0.0
+    for m in range(M):
+        k = tree_proba(B, B, m, xr, cr, n, code_attr, pk, pv, hint)
+        st.mpred[m] = argmax(pk, pv, k) if k > 0 else -1
+        if wts[m] <= 0.0 or k == 0:
+            continue
+        if ipar[VOTE] == VOTE_MAJORITY:
+            out_row[st.mpred[m]] += wts[m]
+        else:
+            for i in range(k):
+                out_row[pk[i]] += wts[m] * pv[i]
+        total += wts[m]
+    if total > 0.0:
+        for c in range(n):
+            out_row[c] /= total
+    else:
+        scatter(pk, pv, tree_proba(B, B, 0, xr, cr, n, code_attr, pk, pv, hint), out_row)
+
+
+@nb.njit(cache=True)
+def boosting_adaptive_learn(B, ipar, st, xr, cr, y, w, seq, nc, code_attr, pk, pv, hint):
+    """Oza (2001), Fig. 4.3 (``_kernels.boosting_learn``), then the window and the detectors."""
+    lam_sc = st.lam[0]
+    lam_sw = st.lam[1]
+    lam = w  # lambda <- 1 (times the example's weight)
+    change = False
+    for m in range(B.kind.shape[0]):
+        k = poisson(lam, ipar[SEED], seq, m)  # k ~ Poisson(lambda)
+        if k > 0:
+            tree_learn(B, B, m, xr, cr, y, float(k), nc, code_attr, pk, pv, hint)
+        n = tree_proba(B, B, m, xr, cr, nc, code_attr, pk, pv, hint)
+        correct = argmax(pk, pv, n) == y  # h_m(x) = y, after learning it
+        hint[m, 0] = -1  # computed after the update: not reusable
+        if correct:
+            lam_sc[m] += lam
+            lam = lam / (2.0 * (1.0 - lam_sw[m] / (lam_sc[m] + lam_sw[m])))
+        else:
+            lam_sw[m] += lam
+            lam = lam / (2.0 * (lam_sw[m] / (lam_sc[m] + lam_sw[m])))
+        if ipar[DRIFT] == DRIFT_ADWIN and detect(ipar, st, m, correct):
+            change = True
+    record(ipar, st, y)
+    if change:  # a fresh member with no error weight yet: it votes once it has some
+        worst = reset_worst(B, ipar, st, hint)
+        if worst >= 0:
+            lam_sc[worst] = 0.0
+            lam_sw[worst] = 0.0
+
+
+@nb.njit(cache=True)
+def adaptive_rows(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
+                  code_attr, need, method):  # fmt: skip
+    """Predict-then-learn rows ``start..`` with ``method`` (``_kernels.BAGGING``: adaptive
+    bagging, or ``BOOSTING``: ADWIN boosting); returns the first row not processed."""
+    C = classes_needed(n_cls, ys, start, do_learn)
     pk = np.empty(C, np.int64)  # a member's sparse probabilities (tree_proba; learning's scratch)
     pv = np.empty(C)
-    hint = np.full((M, 2), -1, dtype=np.int64)
+    hint = np.full((B.kind.shape[0], 2), -1, dtype=np.int64)
+    # reference-count-free views (learners.compiled.unowned): the arguments are held by the
+    # caller, the buffers by this frame until keep_alive
+    done = adaptive_loop(B, unowned(ipar), st, unowned(xn), unowned(xc), unowned(ys), unowned(ws),
+                         unowned(seqs), start, do_predict, do_learn, unowned(out), unowned(n_cls),
+                         unowned(code_attr), need, method, unowned(pk), unowned(pv),
+                         unowned(hint))  # fmt: skip
+    keep_alive(pk, pv, hint)
+    return done
+
+
+@nb.njit(cache=True)
+def adaptive_loop(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
+                  code_attr, need, method, pk, pv, hint):  # fmt: skip
+    """The rows loop of ``adaptive_rows``."""
+    R = xn.shape[0]
+    M = B.kind.shape[0]
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
             return r
@@ -220,16 +320,48 @@ def adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn,
         xr = xn[r]
         cr = xc[r]
         if do_predict:
-            adaptive_predict(B, ipar, st, xr, cr, n_cls[r], code_attr, pk, pv, hint, out[r])
+            if method == BAGGING:
+                adaptive_predict(B, ipar, st, xr, cr, n_cls[r], code_attr, pk, pv, hint, out[r])
+            else:
+                boosting_adaptive_predict(B, ipar, st, xr, cr, n_cls[r], code_attr, pk, pv, hint,
+                                          out[r])  # fmt: skip
         if do_learn and ws[r] > 0.0:
-            if not do_predict and not (r == start and ipar[REUSE] == 1):  # before learning
+            # the members' predictions before learning: bagging's detectors and any window use
+            # them (ADWIN boosting's detectors use the prediction after learning)
+            if (not do_predict and not (r == start and ipar[REUSE] == 1)
+                    and (method == BAGGING or ipar[WINDOW] > 0)):  # fmt: skip
                 for m in range(M):
                     k = tree_proba(B, B, m, xr, cr, n_cls[r], code_attr, pk, pv, hint)
                     st.mpred[m] = argmax(pk, pv, k)  # -1: no prediction
             nc = classes_after(n_cls, ys, r)
-            adaptive_learn(B, ipar, st, xr, cr, ys[r], ws[r], seqs[r], nc, code_attr, pk, pv,
-                           hint)  # fmt: skip
+            if method == BAGGING:
+                adaptive_learn(B, ipar, st, xr, cr, ys[r], ws[r], seqs[r], nc, code_attr, pk, pv,
+                               hint)  # fmt: skip
+            else:
+                boosting_adaptive_learn(B, ipar, st, xr, cr, ys[r], ws[r], seqs[r], nc, code_attr,
+                                        pk, pv, hint)  # fmt: skip
     return R
 
 
-one_specialisation(globals())  # after every kernel: one compiled version per argument type
+@nb.njit(cache=True)
+def adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
+                 code_attr, need):  # fmt: skip
+    """Adaptive bagging over rows (signature of ``learners.compiled.single_run``; ``st`` an
+    ``AdaptiveState``). Returns the first row not processed."""
+    return adaptive_rows(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
+                         n_cls, code_attr, need, BAGGING)  # fmt: skip
+
+
+@nb.njit(cache=True)
+def boosting_adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
+                          n_cls, code_attr, need):  # fmt: skip
+    """ADWIN boosting over rows (signature of ``learners.compiled.single_run``; ``st`` an
+    ``AdaptiveState``; ``ipar[REUSE]`` is 0). Returns the first row not processed."""
+    return adaptive_rows(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
+                         n_cls, code_attr, need, BOOSTING)  # fmt: skip
+
+
+# after every kernel: one compiled version per argument type, except adaptive_rows' and
+# adaptive_loop's per method (BAGGING/BOOSTING constants): each run kernel compiles only its
+# own branch
+one_specialisation(globals(), keep_literal=("adaptive_rows", "adaptive_loop"))

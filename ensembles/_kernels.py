@@ -16,9 +16,11 @@ from learners.compiled import (
     classes_after,
     classes_needed,
     has_room,
+    keep_alive,
     scatter,
     tree_learn,
     tree_proba,
+    unowned,
 )
 from learners.compiled import best_class as argmax
 from learners.jit import one_specialisation
@@ -171,11 +173,24 @@ def ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_le
     Row i is predicted after rows < i were learned. Returns the first row not processed
     (``len(ys)`` when done, earlier when the arrays must grow by ``need`` nodes/slots first).
     """
-    R = xn.shape[0]
     C = classes_needed(n_cls, ys, start, do_learn)
     pk = np.empty(C, np.int64)  # a member's sparse probabilities (tree_proba; learning's scratch)
     pv = np.empty(C)
     hint = np.full((B.kind.shape[0], 2), -1, dtype=np.int64)  # NB results reused by learning
+    # The rows loop gets reference-count-free views (learners.compiled.unowned): the arguments
+    # are held by the caller, the buffers by this frame until keep_alive.
+    done = ensemble_rows(B, unowned(ipar), unowned(fstate), unowned(xn), unowned(xc), unowned(ys),
+                         unowned(ws), unowned(seqs), start, do_predict, do_learn, unowned(out),
+                         unowned(n_cls), unowned(code_attr), need, method, unowned(pk), unowned(pv),
+                         unowned(hint))  # fmt: skip
+    keep_alive(pk, pv, hint)
+    return done
+
+
+@nb.njit(cache=True)
+def ensemble_rows(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
+                  code_attr, need, method, pk, pv, hint):  # fmt: skip
+    R = xn.shape[0]
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
             return r
@@ -339,6 +354,21 @@ def bagging_members(B, ipar, xn, xc, ys, ws, seqs, n_cls, code_attr, need, do_pr
     pk = np.empty(C, np.int64)
     pv = np.empty(C)
     hint = np.full((B.kind.shape[0], 2), -1, dtype=np.int64)
+    # reference-count-free views (learners.compiled.unowned), as ensemble_run's: the threads
+    # share the arguments (held by the caller), the buffers are this frame's until keep_alive
+    bagging_member_rows(B, unowned(ipar), unowned(xn), unowned(xc), unowned(ys), unowned(ws),
+                        unowned(seqs), unowned(n_cls), unowned(code_attr), need, do_predict,
+                        do_learn, lo, hi, base, stop, unowned(progress), unowned(halt),
+                        unowned(vote_n), unowned(vote_k), unowned(vote_p), unowned(pk),
+                        unowned(pv), unowned(hint))  # fmt: skip
+    keep_alive(pk, pv, hint)
+
+
+@nb.njit(cache=True)
+def bagging_member_rows(B, ipar, xn, xc, ys, ws, seqs, n_cls, code_attr, need, do_predict,
+                        do_learn, lo, hi, base, stop, progress, halt, vote_n, vote_k, vote_p, pk,
+                        pv, hint):  # fmt: skip
+    """The loop of ``bagging_members`` (on unowned views)."""
     n_cat = xc.shape[1]
     n_num = xn.shape[1]
     for m in range(lo, hi):

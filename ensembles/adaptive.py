@@ -52,6 +52,7 @@ def new_state(n_models: int, window: int, poisson_lambda: float, drift_delta: fl
         resets=np.zeros(M, np.int64),
         counters=np.zeros(3, np.int64),
         mpred=np.full(M, -1, np.int64),
+        lam=np.zeros((2, M)),
     )
 
 
@@ -106,3 +107,46 @@ def describe(st, window: int, drift: str | None) -> dict:
         div["window"] = window
         out["diversity"] = div
     return out
+
+
+def add_description(out: dict, st, window: int, drift: str | None) -> None:
+    """Add ``describe``'s ``n_drifts``, ``diversity`` and per-member figures to an ensemble's
+    ``describe()`` output ``out``, in place."""
+    extra = describe(st, window, drift)
+    for d, more in zip(out["members"], extra.pop("members"), strict=True):
+        d.update(more)
+    out.update(extra)
+
+
+class DriftReport:
+    """``n_drifts``, ``diversity()`` and the adaptive part of ``describe()`` for an ensemble whose
+    ``_float_state`` is an ``AdaptiveState`` when ``adaptive`` (with ``_window`` and ``drift``)."""
+
+    drift: str | None
+    _float_state: Any
+
+    @property
+    def adaptive(self) -> bool:  # the ensemble's
+        raise NotImplementedError
+
+    @property
+    def _window(self) -> int:  # the ensemble's
+        raise NotImplementedError
+
+    @property
+    def n_drifts(self) -> int:
+        """Members reset after a detected drift so far (0 without ``drift``)."""
+        return int(self._float_state.counters[ak.RESETS]) if self.adaptive else 0
+
+    def diversity(self) -> dict | None:
+        """Diversity of the members over the window (``describe()["diversity"]``; ``None``
+        without a window)."""
+        if not self.adaptive or self._window == 0:
+            return None
+        return describe(self._float_state, self._window, None)["diversity"]
+
+    def describe(self) -> dict:
+        out = super().describe()  # type: ignore[misc]
+        if self.adaptive:
+            add_description(out, self._float_state, self._window, self.drift)
+        return out

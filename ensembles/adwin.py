@@ -159,12 +159,19 @@ def _compress(st, d):
 
 
 @nb.njit(cache=True)
+def sqrt_or_nan(x):
+    """``math.sqrt``, NaN for x < 0 as compiled code (and MOA's Java) give, where Python raises:
+    a variance a hair below 0 from rounding must not fail the interpreted twins."""
+    return math.sqrt(x) if x >= 0.0 else math.nan
+
+
+@nb.njit(cache=True)
 def _cut(n0, n1, u0, u1, n, variance, delta, min_len):
     """Whether sub-window means ``u0 / n0`` and ``u1 / n1`` differ by more than eps_cut."""
     dd = math.log(2.0 * math.log(n) / delta)
     v = variance / n
     m = 1.0 / (n0 - min_len + 1.0) + 1.0 / (n1 - min_len + 1.0)
-    eps = math.sqrt(2.0 * m * v * dd) + 2.0 / 3.0 * dd * m
+    eps = sqrt_or_nan(2.0 * m * v * dd) + 2.0 / 3.0 * dd * m  # NaN (no cut) when v < 0
     return abs(u0 / n0 - u1 / n1) > eps
 
 

@@ -112,15 +112,17 @@ class CompiledBackend:
     _views: tuple = (None, -1, [])  # (struct, pool generation, its private twins)
 
     def thread_views(self, B: Any, n: int) -> list:
-        """``n`` structs over the same arrays as the bank's struct ``B``, each with reference
-        counts of its own, for the worker threads of ``MemberThreads``.
+        """``n`` structs over the same arrays as the bank's struct ``B``, for the worker threads
+        of ``MemberThreads``, that count no references.
 
-        numba counts the references to an array in its ``MemInfo``, atomically, on every read
-        of a struct field; threads reading the same struct contend for those counters (measured:
-        two threads on two cores ran OzaBag(HT, 10) no faster than one, at 1.75 cores busy).
-        Unboxing an array whose base is not a ``MemInfo`` makes a new one, so each twin is
-        ``make_bank`` (``TreeBank.view``) over ``memoryview`` wrappers of the same buffers.
-        Kept while ``B`` and its pools are the same, within one batch."""
+        numba counts the references to an owned array in its ``MemInfo``, atomically, on every
+        read of a struct field; threads reading the same owned arrays contend for those counters
+        (measured: two threads on two cores ran OzaBag(HT, 10) at half the speed of one). The
+        bank's struct holds unowned views (``learners.compiled.unowned``) but for the pools a
+        kernel grew, which it owns; each twin is ``make_bank`` (``TreeBank.view``) over the
+        current arrays, all unowned (``memoryview`` wrappers: were a numba ``MemInfo`` the
+        base, its count would be shared again). Kept while ``B`` and its pools are the same,
+        within one batch: a twin never outlives the arrays it views."""
         generation = compiled(_kernels.pool_generation)(B)
         held, held_gen, views = self._views
         if held is not B or held_gen != generation or len(views) < n:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import numpy as np
 
+from learners import Limits, NativeLearner
 from learners.base import Features, Label
 from learners.jit import kernel
 
-from . import _kernels
+from . import _adaptive, _kernels, adaptive
 from ._rng import poisson
 from ._voting import VotingEnsemble
 from .base import resample_counts
@@ -17,7 +19,7 @@ from .base import resample_counts
 _PRIME_TAG = 1 << 61
 
 
-class OnlineBoosting(VotingEnsemble):
+class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
     """Online boosting (Oza & Russell): AdaBoost's example weights as Poisson rates.
 
     Oza (2001), Fig. 4.3, for each arriving example (x, y)::
@@ -57,6 +59,20 @@ class OnlineBoosting(VotingEnsemble):
     vote
         ``"average"`` (default: vote-weighted member probabilities, as MOA and river) or
         ``"majority"`` (the thesis: each member's vote weight goes to its top class).
+    drift
+        ``None`` (default: never forget, the thesis' algorithm) or ``"adwin"``: one ADWIN
+        detector per member on its 0/1 error on the example after learning it (the same
+        ``h_m(x) = y`` that updates ``lsc_m`` / ``lsw_m``); when one detects that its member's
+        error went up, the member with the highest estimated error is reset to a fresh learner
+        with ``lsc_m = lsw_m = 0`` (so it does not vote until it has weight again) and an empty
+        detector (ADWIN boosting, MOA's ``OzaBoostAdwin``; Bifet et al. 2009).
+        ``describe()["n_drifts"]`` counts the resets.
+    drift_delta
+        ADWIN's confidence (0.002, as MOA).
+    window
+        Examples over which each member's accuracy (before learning each example) and the
+        members' diversity (``describe()``) are kept; 0 keeps none. ``None`` (default): 1000
+        with ``drift``, else 0. Needs a native learner, as does ``drift``.
 
     Examples
     --------
@@ -69,24 +85,78 @@ class OnlineBoosting(VotingEnsemble):
     >>> [model.predict_one({"a": a, "b": b}) for a, b in [("x", "v"), ("y", "u"), ("y", "w")]]
     [True, True, False]
 
+    ADWIN boosting over a stream whose concept flips:
+
+    >>> from learners import HoeffdingTree
+    >>> model = OnlineBoosting(HoeffdingTree(), n_models=3, seed=1, drift="adwin")
+    >>> for i in range(3000):
+    ...     model.learn_one({"x": float(i % 10)}, (i % 10 >= 5) != (i >= 1500))
+    >>> model.predict_one({"x": 8.0}), model.describe()["n_drifts"] > 0
+    (False, True)
+
     References
     ----------
     Oza, N. C. (2001). Online Ensemble Learning. PhD thesis, UC Berkeley, ch. 4.
+    Bifet, A., Holmes, G., Pfahringer, B., Kirkby, R. & Gavaldà, R. (2009). New ensemble
+    methods for evolving data streams. KDD.
     """
 
     kind = "boosting"
+    drifts = (None, "adwin")
+
+    def __init__(self, learner: Any, *, n_models: int = 10, seed: int = 0, vote: str = "average",
+                 drift: str | None = None, drift_delta: float = 0.002, window: int | None = None,
+                 limits: Limits | dict | None = None):  # fmt: skip
+        if drift not in self.drifts:
+            raise ValueError(
+                f"drift must be one of {list(self.drifts)} for boosting, got {drift!r}"
+            )
+        adaptive.check_options(poisson_lambda=1.0, drift=drift, drift_delta=drift_delta,
+                               window=window)  # fmt: skip
+        self.drift = drift
+        self.drift_delta = drift_delta
+        self.window = window
+        super().__init__(learner, n_models=n_models, seed=seed, vote=vote, limits=limits)
+
+    @property
+    def _window(self) -> int:
+        if self.window is not None:
+            return int(self.window)
+        return adaptive.DEFAULT_WINDOW if self.drift else 0
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether the model runs the adaptive kernel (a detector or a window)."""
+        return self.drift is not None or self._window > 0
 
     def _init_extra(self) -> None:
         self._int_params = self._ipar()
-        self._float_state = np.zeros((2, self.n_models))  # rows: lambda_sc, lambda_sw
+        if not self.adaptive:
+            self._float_state = np.zeros((2, self.n_models))  # rows: lambda_sc, lambda_sw
+            return
+        if not isinstance(self.learner, NativeLearner):
+            raise ValueError("drift and window need a native learner (hoeffding_tree, "
+                             "naive_bayes, stump)")  # fmt: skip
+        self._kernel = cast(Any, _adaptive.boosting_adaptive_run)
+        self._int_params = np.array([self.seed, self._int_params[1], adaptive.DRIFTS[self.drift],
+                                     self._window, adaptive.ADWIN_CLOCK, adaptive.ADWIN_MIN_LEN,
+                                     0], dtype=np.int64)  # fmt: skip
+        self._float_state = adaptive.new_state(self.n_models, self._window, 1.0,
+                                                self.drift_delta)  # fmt: skip
+
+    @property
+    def _lam(self) -> np.ndarray:
+        """``[lambda_sc, lambda_sw]``, one column per member (updated in place by the kernel)."""
+        st: Any = self._float_state
+        return st.lam if self.adaptive else st
 
     @property
     def _lam_sc(self) -> np.ndarray:
-        return self._float_state[0]
+        return self._lam[0]
 
     @property
     def _lam_sw(self) -> np.ndarray:
-        return self._float_state[1]
+        return self._lam[1]
 
     _kernel = staticmethod(_kernels.boosting_run)
 
@@ -139,12 +209,23 @@ class OnlineBoosting(VotingEnsemble):
                 lam = lam / (2.0 * eps)
 
     # state
+    def _extra_params(self) -> dict:
+        out = super()._extra_params()
+        defaults = {"drift": None, "drift_delta": 0.002, "window": None}
+        out.update({k: getattr(self, k) for k, v in defaults.items() if getattr(self, k) != v})
+        return out
+
     def _extra_arrays(self) -> dict[str, np.ndarray]:
-        return {"boost.lam_sc": self._lam_sc.copy(), "boost.lam_sw": self._lam_sw.copy()}
+        out = {"boost.lam_sc": self._lam_sc.copy(), "boost.lam_sw": self._lam_sw.copy()}
+        if self.adaptive:
+            out.update(adaptive.state_arrays(self._float_state))
+        return out
 
     def _load_extra(self, arrays: dict[str, np.ndarray]) -> None:
-        self._float_state[0] = np.asarray(arrays["boost.lam_sc"], dtype=np.float64)
-        self._float_state[1] = np.asarray(arrays["boost.lam_sw"], dtype=np.float64)
+        self._lam[0] = np.asarray(arrays["boost.lam_sc"], dtype=np.float64)
+        self._lam[1] = np.asarray(arrays["boost.lam_sw"], dtype=np.float64)
+        if self.adaptive:
+            adaptive.load_state_arrays(self._float_state, arrays)
 
     def _describe_members(self) -> list[dict]:
         base = super()._describe_members()

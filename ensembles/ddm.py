@@ -14,11 +14,18 @@ Gama, J., Medas, P., Castillo, G. & Rodrigues, P. (2004). Learning with drift de
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numba as nb
 import numpy as np
 
 from learners.jit import one_specialisation
+
+from . import adwin
+from ._kernels import purge_stale_cache
+from .adwin import sqrt_or_nan
+
+purge_stale_cache(__file__, (Path(str(adwin.__file__)),))  # ddm_update inlines sqrt_or_nan
 
 N, P, S, P_MIN, S_MIN, WARNING = range(6)
 NONE, WARN, DRIFT = 0, 1, 2  # levels ddm_update returns
@@ -50,7 +57,7 @@ def ddm_update(st, d, err):
     st[d, N] += 1.0
     n = st[d, N]
     st[d, P] += (err - st[d, P]) / n
-    st[d, S] = math.sqrt(st[d, P] * (1.0 - st[d, P]) / n)
+    st[d, S] = sqrt_or_nan(st[d, P] * (1.0 - st[d, P]) / n)
     if n < MIN_N:
         return NONE
     ps = st[d, P] + st[d, S]

@@ -6,7 +6,9 @@ from typing import Any
 
 from learners import NativeLearner
 from learners.jit import is_cached
+from learners.mlp import mlp_run
 
+from . import _adaptive
 from .bagging import OnlineBagging
 from .base import OnlineEnsemble, check_spec_keys
 from .boosting import OnlineBoosting
@@ -20,10 +22,20 @@ ENSEMBLES: dict[str, type[OnlineEnsemble]] = {
 }
 
 
+def run_kernels(ensemble: str) -> tuple:
+    """The compiled run kernels a model of ensemble kind ``ensemble`` (``build_model`` names) may
+    call: the kind's own, the adaptive one of its drift options, and the MLP learner's (an MLP
+    member runs its own kernel; the native learners share the ensemble's)."""
+    own = ENSEMBLES[ensemble]._kernel
+    adaptive = {"bagging": (_adaptive.adaptive_run,),
+                "boosting": (_adaptive.boosting_adaptive_run,)}.get(ensemble, ())  # fmt: skip
+    return (own, *adaptive, mlp_run)
+
+
 def kernels_cached(ensemble: str) -> bool:
-    """Whether the compiled run kernel of ensemble kind ``ensemble`` (``build_model`` names) is in
-    numba's on-disk cache, so that its first model starts in well under a second."""
-    return is_cached(ENSEMBLES[ensemble]._kernel)
+    """Whether every run kernel of ensemble kind ``ensemble`` (``run_kernels``) is in numba's
+    on-disk cache, so that its first model starts in well under a second."""
+    return all(is_cached(k) for k in run_kernels(ensemble))
 
 
 def build_model(spec: dict) -> OnlineEnsemble:

@@ -76,8 +76,10 @@ from typing import NamedTuple
 
 import numba as nb
 import numpy as np
-from numba.core import types
+from numba.core import cgutils, types
 from numba.experimental import structref
+from numba.extending import intrinsic, overload
+from numba.np.arrayobj import make_array, populate_array
 
 from learners.jit import one_specialisation
 
@@ -215,6 +217,48 @@ class Bank(structref.StructRefProxy):
 structref.define_proxy(Bank, BankType, list(STATE_FIELDS + INDEX_FIELDS + PARAM_FIELDS))
 
 
+@intrinsic
+def _unowned(typingctx, arr):
+    def codegen(context, builder, sig, args):
+        ary = make_array(arr)(context, builder, value=args[0])
+        out = make_array(arr)(context, builder)
+        populate_array(out, data=ary.data, shape=ary.shape, strides=ary.strides,
+                       itemsize=ary.itemsize, meminfo=cgutils.get_null_value(ary.meminfo.type),
+                       parent=ary.parent)  # fmt: skip
+        return out._getvalue()
+
+    return arr(arr), codegen
+
+
+def unowned(arr):
+    """The array ``arr`` without its reference count, in a kernel: a null meminfo, the same
+    data, shape and parent object. Passing or reading it then costs no atomic increment and
+    decrement, which took most of a kernel's time (a pair per bank field read, per array
+    argument). Only for arrays something else keeps alive for as long as the view is used: the
+    bank's arrays are owned by the ``TreeState`` it is made from (see ``make_bank``); a kernel's
+    own buffers by a variable used after the view's last use (``keep_alive``). In Python (the
+    interpreted twins) the array itself."""
+    return arr
+
+
+@overload(unowned)
+def _unowned_kernel(arr):
+    if isinstance(arr, types.Array):
+        return lambda arr: _unowned(arr)
+    return None
+
+
+def keep_alive(*arrays):
+    """A use of ``arrays``: numba frees an array after its variable's last use, and ``unowned``
+    views of it do not count; call this after the views' last use."""
+    return None
+
+
+@overload(keep_alive)
+def _keep_alive_kernel(*arrays):
+    return lambda *arrays: None
+
+
 @nb.njit(cache=True)
 def _make_bank(kind, attr, thr, slot, child, sibling, branch, depth, d_at, d_len, n_nodes, last,
                mc_ok, nb_ok, f_head, f_tail, f_pend, o_head, o_tail, o_pend, free, n_free,
@@ -224,13 +268,21 @@ def _make_bank(kind, attr, thr, slot, child, sibling, branch, depth, d_at, d_len
                hkey, hval, n_keys, f_of, o_of, width, wsum, pgen, grace_period, delta, tau,
                criterion, leaf_prediction, nb_threshold, max_depth, max_nodes, n_split_points,
                min_branch_frac):  # fmt: skip
-    return Bank(kind, attr, thr, slot, child, sibling, branch, depth, d_at, d_len, n_nodes, last,
-                mc_ok, nb_ok, f_head, f_tail, f_pend, o_head, o_tail, o_pend, free, n_free,
-                n_slots, fw_at, fw_len, nvals, f_attr, f_next, v_head, v_tail, v_pend, n_f,
-                f_freed, vw_at, vw_len, v_code, v_next, n_v, v_freed, g_at, g_len, o_fresh,
-                o_attr, o_next, n_o, o_freed, wc, wv, w_used, w_dead, gc, gv, g_used, g_dead,
-                hkey, hval, n_keys, f_of, o_of, width, wsum, pgen, grace_period, delta, tau,
-                criterion, leaf_prediction, nb_threshold, max_depth, max_nodes, n_split_points,
+    return Bank(unowned(kind), unowned(attr), unowned(thr), unowned(slot), unowned(child),
+                unowned(sibling), unowned(branch), unowned(depth), unowned(d_at), unowned(d_len),
+                unowned(n_nodes), unowned(last), unowned(mc_ok), unowned(nb_ok), unowned(f_head),
+                unowned(f_tail), unowned(f_pend), unowned(o_head), unowned(o_tail),
+                unowned(o_pend), unowned(free), unowned(n_free), unowned(n_slots),
+                unowned(fw_at), unowned(fw_len), unowned(nvals), unowned(f_attr),
+                unowned(f_next), unowned(v_head), unowned(v_tail), unowned(v_pend), unowned(n_f),
+                unowned(f_freed), unowned(vw_at), unowned(vw_len), unowned(v_code),
+                unowned(v_next), unowned(n_v), unowned(v_freed), unowned(g_at), unowned(g_len),
+                unowned(o_fresh), unowned(o_attr), unowned(o_next), unowned(n_o),
+                unowned(o_freed), unowned(wc), unowned(wv), unowned(w_used), unowned(w_dead),
+                unowned(gc), unowned(gv), unowned(g_used), unowned(g_dead), unowned(hkey),
+                unowned(hval), unowned(n_keys), unowned(f_of), unowned(o_of), unowned(width),
+                unowned(wsum), unowned(pgen), grace_period, delta, tau, criterion,
+                leaf_prediction, nb_threshold, max_depth, max_nodes, n_split_points,
                 min_branch_frac)  # fmt: skip
 
 
@@ -242,7 +294,11 @@ def pools(T):
 
 
 def make_bank(T: TreeState, P: TreeParams) -> Bank:
-    """One struct over the arrays of ``T`` (shared memory) and the parameters ``P``."""
+    """One struct over the arrays of ``T`` (shared memory) and the parameters ``P``.
+
+    The struct holds ``unowned`` views: it does not keep ``T``'s arrays alive, so whoever holds
+    the bank holds ``T`` too (``TreeBank._set`` sets both). Arrays a kernel puts in the bank
+    (grown pools) are owned by the bank until ``TreeBank.sync`` hands them to a new ``T``."""
     return _make_bank(*T, *_typed_params(P))  # type: ignore[call-arg]
 
 
@@ -1647,10 +1703,23 @@ def single_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_lear
     C = classes_needed(n_cls, ys, start, do_learn)
     pk = np.empty(C, np.int64)
     pv = np.empty(C)
+    hint = np.full((1, 2), -1, dtype=np.int64)
+    # reference-count-free views (``unowned``): the arguments are held by the caller, the
+    # buffers by this frame until keep_alive
+    done = single_rows(B, unowned(xn), unowned(xc), unowned(ys), unowned(ws), start, do_predict,
+                       do_learn, unowned(out), unowned(n_cls), unowned(code_attr), need,
+                       unowned(pk), unowned(pv), unowned(hint))  # fmt: skip
+    keep_alive(pk, pv, hint)
+    return done
+
+
+@nb.njit(cache=True)
+def single_rows(B, xn, xc, ys, ws, start, do_predict, do_learn, out, n_cls, code_attr, need, pk,
+                pv, hint):  # fmt: skip
+    """The rows loop of ``single_run``."""
     if do_predict and not do_learn and B.leaf_prediction == PRED_STUMP and B.n_nodes[0] == 1:
         return stump_predict_rows(B, xn, xc, start, out, n_cls, code_attr, pk, pv)
     R = xn.shape[0]
-    hint = np.full((1, 2), -1, dtype=np.int64)
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
             return r

@@ -48,11 +48,13 @@ from ._tree import (
     classes_after,
     classes_needed,
     has_room,
+    keep_alive,
     scatter,
     single_run,
     tree_learn,
     tree_proba,
     tree_reset,
+    unowned,
 )
 from ._tree import argmax as best_class
 from .limits import Limits
@@ -93,4 +95,6 @@ __all__ = [
     "tree_learn",
     "tree_proba",
     "tree_reset",
+    "keep_alive",
+    "unowned",
 ]

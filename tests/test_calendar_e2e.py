@@ -27,6 +27,7 @@ import datetime as dt
 import importlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -455,6 +456,19 @@ def test_a_person_schedules_a_week_of_meetings_and_the_assistant_learns_their_ha
     assert page.text("last-head") == "last 10" and "last 10 meetings" in page.text("curve-window")
     for target in TARGETS:
         assert browser.find_elements(page.By.CSS_SELECTOR, f"#curve-{target} polyline")
+    # the diversity panel shows each field model's live diversity, as Chorus reports it
+    assert page.text("diversity-window") == f"last {N_MEETINGS} of 50 meetings"
+    for target in TARGETS:
+        div = chorus_model(chorus, "ann", target)["diversity"]
+        assert div["n"] == N_MEETINGS, (target, div)
+        for cell, key in (("dis", "disagreement"), ("q", "q_statistic"), ("kappa", "kappa")):
+            shown_value = page.text(f"div-{cell}-{target}")
+            want = "—" if div[key] is None else f"{div[key]:.2f}"
+            assert shown_value == want, (target, key, shown_value, div)
+        assert div["disagreement"] is not None and 0.0 <= float(page.text(f"div-dis-{target}")) <= 1
+        bars = browser.find_elements(page.By.CSS_SELECTOR, f"#div-bars-{target} .bar")
+        assert len(bars) == 5 and all(b.get_attribute("title").endswith("%") for b in bars)
+        assert re.fullmatch(r"\d+–\d+%", page.text(f"div-acc-{target}")), target
 
     artifacts = os.environ.get("CALENDAR_E2E_ARTIFACTS")  # where to leave screenshots + numbers
     if artifacts:
@@ -660,6 +674,9 @@ def test_backend_profiles_validation_simulation_and_reset(
         bob = client.get("/api/users/bob/stats").json()
         assert bob["meetings"] == 2 and bob["window"] == 10
         assert all(bob["models"][t]["n_seen"] == 2 for t in TARGETS)
+        for t in TARGETS:  # live diversity over the 2 meetings learned (window of 50)
+            assert bob["models"][t]["diversity"]["n"] == 2, bob["models"][t]
+            assert len(bob["models"][t]["member_accuracy"]) == 5
         week = client.get("/api/users/bob/meetings", params={"start": monday.isoformat()})
         assert [m["date"] for m in week.json()["meetings"]] == ["2026-11-24", "2026-11-24"]
 

@@ -141,21 +141,26 @@ def test_a_model_whose_snapshot_fails_is_kept_not_lost(make_client):
 
 
 def test_idempotency_keys_count_as_they_come_and_survive_eviction(make_client):
-    """Each learn's id (with its stored answer) is counted at once, not only at the next
-    snapshot: models that learn thousands of ids between snapshots still fit the budget. An
-    evicted model reloads its ids from the store: a retry is still answered as a duplicate."""
+    """Each learn's id is counted at once (the segment of the model's id filter it allocates),
+    not only at the next snapshot, and only as a filter (~1.5 bytes an id): 1,500 ids do not make
+    a model outgrow the budget, the models' own overhead does. An evicted model reloads its ids
+    from the store: a retry is still answered as a duplicate."""
     with make_client(memory_mb=1) as c:
-        for m in range(3):
+        n_models = 8  # 8 x 160 KiB of overhead > 1 MiB
+        for m in range(n_models):
             assert c.post("/models", json={"name": f"u{m}", **SPEC}).status_code == 201
         for start in range(0, 1500, 250):
-            for m in range(3):
+            for m in range(n_models):
                 batch = [{"features": _ex(i, m), "label": _label(i, m), "id": f"id-{m}-{i:06d}"}
                          for i in range(start, start + 250)]  # fmt: skip
                 r = c.post("/learn", json={"model": f"u{m}", "examples": batch})
                 assert r.status_code == 200, r.text
+        reg = c.app.state.registry
+        for h in reg.models:  # 1,500 ids: a few segments, 12 bits an id (was ~1.2 KB an id)
+            assert h.ids.nbytes <= 4 * 1500, h.ids.nbytes
         g = _settled(c)
-        assert g["chorus_models_evicted_total"] > 0  # the ids alone outgrew 1 MiB
-        for m in range(3):  # a retry of an old id, whichever models were evicted
+        assert g["chorus_models_evicted_total"] > 0
+        for m in range(n_models):  # a retry of an old id, whichever models were evicted
             body = {"model": f"u{m}", "features": _ex(7, m), "label": _label(7, m),
                     "id": f"id-{m}-{7:06d}"}  # fmt: skip
             r = c.post("/learn", json=body)

@@ -678,11 +678,18 @@ def test_engine_bug_is_a_500_without_internals_and_nothing_is_acknowledged(clien
     assert client.get("/models/m").json()["n_seen"] == 6
 
 
-def test_adaptive_bagging_over_http_reports_drifts_and_diversity(make_client):
-    """A spec with ``drift``: the model resets members after a flipped concept, ``GET
-    /models/{name}`` and Prometheus show the drifts and the diversity, and a restarted service
-    (snapshot + log replay) has the same model."""
-    spec = {**SPEC, "params": {"drift": "adwin", "poisson_lambda": 6, "vote": "weighted"}}
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"params": {"drift": "adwin", "poisson_lambda": 6, "vote": "weighted"}},
+        {"ensemble": "boosting", "params": {"drift": "adwin"}},
+    ],
+)
+def test_adaptive_ensembles_over_http_report_drifts_and_diversity(make_client, options):
+    """A spec with ``drift`` (bagging, boosting): the model resets members after a flipped
+    concept, ``GET /models/{name}`` and Prometheus show the drifts and the diversity, and a
+    restarted service (snapshot + log replay) has the same model."""
+    spec = {**SPEC, **options}
     flip = [{"features": _ex(i), "label": _label(i) if i < 1500 else ("lo" if _label(i) == "hi" else "hi")}
             for i in range(3000)]  # fmt: skip
     with make_client() as client:

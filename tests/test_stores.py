@@ -90,19 +90,53 @@ def test_idempotency_keys_land_atomically_with_the_log(run):
         assert err.value.key == "k1"
         # nothing of the refused batch was written: no r3, no k2
         assert [seq for seq, _ in await s.read("m", 0)] == [1, 2]
-        assert await s.get_keys("m") == {"k1": b"resp1"}
+        assert await s.get_answers("m", ["k1", "k2"]) == {"k1": b"resp1"}
+        assert await s.key_names("m") == ["k1"]
         assert await s.last_seq("m") == 2
 
     run(body)
 
 
-def test_forget_keys(run):
+def test_forget_keys_by_seq(run):
     async def body(s):
         await s.create_model("m", SPEC)
         await s.append("m", [Entry(b"r%d" % i, f"k{i}", b"v%d" % i) for i in range(5)], 0)
-        await s.forget_keys("m", ["k0", "k1", "nope"])
-        assert set(await s.get_keys("m")) == {"k2", "k3", "k4"}
+        await s.forget_keys("m", 2)  # the ids of entries 1 and 2
+        assert sorted(await s.key_names("m")) == ["k2", "k3", "k4"]
+        assert await s.get_answers("m", ["k0", "k1", "k2"]) == {"k2": b"v2"}
         assert await s.append("m", [Entry(b"again", "k0", b"w")], 5) == 6  # k0 usable again
+        await s.forget_keys("m", 5)
+        assert await s.key_names("m") == ["k0"]  # learned again as entry 6
+
+    run(body)
+
+
+def test_many_keys_answered_and_forgotten_in_batches(run):
+    """More ids than one store call takes (SQLite's bound parameters, the Redis scripts'
+    batches): every one is answered, and forgetting goes on until all old ones are gone."""
+
+    async def body(s):
+        await s.create_model("m", SPEC)
+        n = 2500
+        await s.append("m", [Entry(b"r", f"k{i}", b"v%d" % i) for i in range(n)], 0)
+        got = await s.get_answers("m", [f"k{i}" for i in range(n)] + ["nope"])
+        assert got == {f"k{i}": b"v%d" % i for i in range(n)}
+        await s.forget_keys("m", n - 10)
+        assert sorted(await s.key_names("m")) == sorted(f"k{i}" for i in range(n - 10, n))
+
+    run(body)
+
+
+def test_put_keys_keeps_the_ones_already_there(run):
+    async def body(s):
+        await s.create_model("m", SPEC)
+        await s.append("m", [Entry(b"r", "k1", b"first")], 0)
+        await s.put_keys("m", [("k1", 5, b"other"), ("k2", 6, b"v2")])
+        assert await s.get_answers("m", ["k1", "k2"]) == {"k1": b"first", "k2": b"v2"}
+        await s.forget_keys("m", 5)
+        assert await s.key_names("m") == ["k2"]
+        with pytest.raises(ModelGone):
+            await s.put_keys("ghost", [("k", 1, b"v")])
 
     run(body)
 
@@ -118,7 +152,7 @@ def test_append_to_deleted_model_writes_nothing(run):
         with pytest.raises(ModelGone):
             await s.append("m", [Entry(b"r")], 1)
         assert await s.create_model("m", SPEC)  # a new model of the same name starts empty
-        assert await s.read("m", 0) == [] and await s.get_keys("m") == {}
+        assert await s.read("m", 0) == [] and await s.key_names("m") == []
         assert await s.get_snapshot("m") is None and await s.last_seq("m") == 0
 
     run(body)
@@ -366,3 +400,46 @@ def test_a_failing_store_raises_store_down_not_its_drivers_error(kind, tmp_path)
         asyncio.run(main())
     finally:
         server.stop()
+
+
+def test_ids_stored_before_the_seq_index_are_indexed_from_their_answers(tmp_path, clean_redis_url):
+    """A store written when ids were forgotten by name (SQLite ``idem`` without ``seq``, Redis
+    ``ids`` without ``idz``) gets each id's seq from its stored answer: forgetting by seq then
+    drops exactly the old ones."""
+    import sqlite3
+
+    import redis
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE idem (model TEXT NOT NULL, key TEXT NOT NULL, response BLOB NOT NULL, "
+        "PRIMARY KEY (model, key)) WITHOUT ROWID;"
+    )
+    db.executemany(
+        "INSERT INTO idem VALUES ('m', ?, ?)",
+        [(f"k{i}", b'{"prediction":null,"seq":%d}' % i) for i in range(1, 6)],
+    )
+    db.commit()
+    db.close()
+    r = redis.Redis.from_url(clean_redis_url)
+    r.set("chorus:m:{m}:spec", "{}")
+    r.hset("chorus:m:{m}:ids", mapping={f"k{i}": b'{"seq":%d}' % i for i in range(1, 6)})
+    r.close()
+
+    async def body(s):
+        assert sorted(await s.key_names("m")) == [f"k{i}" for i in range(1, 6)]
+        await s.forget_keys("m", 3)
+        assert sorted(await s.key_names("m")) == ["k4", "k5"]
+        assert set(await s.get_answers("m", ["k3", "k4"])) == {"k4"}
+
+    for store in (SqliteStore(path), RedisStore(clean_redis_url)):
+
+        async def main(store=store):
+            await store.open(5)
+            try:
+                await body(store)
+            finally:
+                await store.close()
+
+        asyncio.run(main())

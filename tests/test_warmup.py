@@ -13,6 +13,7 @@ with warnings.catch_warnings():
 
 import app.main
 import app.warmup
+import ensembles
 from app.main import create_app
 from app.settings import Settings
 from app.warmup import parse_kinds
@@ -36,8 +37,9 @@ def test_readyz_503_while_compiling(tmp_path, monkeypatch, caplog):
         assert release.wait(30)
         warmed.append(kind)
 
-    monkeypatch.setattr(app.warmup, "warm_kind", slow_warm)
+    monkeypatch.setattr(app.warmup, "warm_all", slow_warm)
     monkeypatch.setattr(app.main, "WARMUP_WAIT", 0.01)
+    monkeypatch.setattr(ensembles, "kernels_cached", lambda kind: True)  # the cached-kernel path
     caplog.set_level("INFO", logger="chorus")
     settings = Settings(data_dir=tmp_path / "d", warmup="single,bagging")
     with TestClient(create_app(settings)) as client:
@@ -61,7 +63,85 @@ def test_stored_models_kinds_are_warmed(tmp_path, monkeypatch):
         spec = {"name": "b", "ensemble": "boosting", "learner": "stump", "n_models": 2}
         assert client.post("/models", json=spec).status_code == 201
     warmed: list[str] = []
-    monkeypatch.setattr(app.warmup, "warm_kind", warmed.append)
+    monkeypatch.setattr(app.warmup, "warm_all", warmed.append)
     with TestClient(create_app(settings)) as client:
         assert client.get("/readyz").status_code == 200
     assert warmed == ["boosting"]
+
+
+# A fresh process serves the first requests of models of every kernel family after the start-up
+# warm-up; it prints the kernels that compiled (or loaded from numba's cache) during those
+# requests, which a complete warm-up leaves none of.
+_FIRST_REQUESTS = r"""
+import json, sys, tempfile, time, warnings
+from pathlib import Path
+warnings.simplefilter("ignore")
+from fastapi.testclient import TestClient
+from numba.core.registry import CPUDispatcher
+from app.main import create_app
+from app.settings import Settings
+from learners import jit
+
+def loaded():
+    out = {}
+    for name in jit.KERNEL_MODULES:
+        for key, obj in vars(sys.modules[name]).items():
+            if isinstance(obj, CPUDispatcher):
+                out[f"{name}.{key}"] = len(obj.signatures)
+    return out
+
+specs = json.loads(sys.argv[1])
+settings = Settings(data_dir=Path(tempfile.mkdtemp()) / "d", warmup=",".join(
+    dict.fromkeys(s["ensemble"] for s in specs)))
+with TestClient(create_app(settings)) as client:
+    for _ in range(3000):  # a cold cache: the kernels compile in a subprocess first
+        if client.get("/readyz").json().get("engine") == "compiled":
+            break
+        time.sleep(0.1)
+    before = loaded()
+    for i, spec in enumerate(specs):
+        name = f"m{i}"
+        assert client.post("/models", json={"name": name, **spec}).status_code == 201
+        for j in range(3):
+            r = client.post("/learn", json={"model": name, "features": {"a": j, "b": "uv"[j % 2]},
+                                            "label": "yn"[j % 2]})
+            assert r.status_code == 200, r.text
+        assert client.get(f"/predict?model={name}&a=1&b=u").status_code == 200
+        assert client.get(f"/models/{name}").status_code == 200
+        assert client.get(f"/models/{name}/metrics").status_code == 200
+    assert client.get("/metrics").status_code == 200
+    after = loaded()
+print(json.dumps(sorted(k for k in after if after[k] > before.get(k, 0))))
+"""
+
+FIRST_REQUEST_MODELS = [
+    {"ensemble": "bagging", "learner": "hoeffding_tree"},
+    {"ensemble": "bagging", "learner": "hoeffding_tree", "params": {"drift": "adwin"}},
+    {"ensemble": "bagging", "learner": "naive_bayes",
+     "params": {"drift": "ddm", "poisson_lambda": 6.0, "vote": "weighted"}},
+    {"ensemble": "bagging", "learner": "mlp"},
+    {"ensemble": "boosting", "learner": "hoeffding_tree"},
+    {"ensemble": "boosting", "learner": "stump", "params": {"drift": "adwin"}},
+    {"ensemble": "boosting", "learner": "mlp"},
+]  # fmt: skip
+
+
+def test_first_requests_compile_nothing_after_the_warm_up():
+    """After the start-up warm-up of their kinds, the first requests (learn, predict, describe,
+    metrics, Prometheus) of ADWIN / DDM / leveraging bagging, ADWIN boosting, MLP and plain
+    models run only kernels the warm-up loaded: none compiles or loads in a request."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, "-c", _FIRST_REQUESTS, json.dumps(FIRST_REQUEST_MODELS)],
+        env=dict(os.environ, PYTHONPATH=str(root)), cwd=root, capture_output=True, text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    cold = json.loads(out.stdout.strip().splitlines()[-1])
+    assert cold == [], f"kernels left out of the warm-up: {cold}"

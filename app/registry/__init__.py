@@ -9,6 +9,8 @@ Read in this order (each part is one file):
   unload after a snapshot), broken models, periodic snapshots;
 - :mod:`app.registry.recovery` — :class:`Recovery`: snapshot + log replay in, snapshot + trim out;
 - :mod:`app.registry.keeper` — :class:`PredictionKeeper`: features kept for delayed labels;
+- :mod:`app.registry.ids` — :class:`~app.registry.ids.SeenIds`: the small in-memory filter of
+  the idempotency ids a model may have seen (the ids and their answers are in the store);
 - :mod:`app.registry.handles` — :class:`Handle` (one live model), :class:`Example`,
   :class:`ModelMetrics`; :mod:`app.registry.views` — the HTTP shapes of a model.
 

@@ -4,29 +4,31 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.metrics import Prequential
+from app.registry.ids import SeenIds
 
 # What a model costs in memory besides its state arrays: the Python objects, the compiled bank's
 # struct and its index arrays, the handle. Measured with benchmarks/many_models.py: ~110-150 KiB of
 # RSS per small OzaBag(NB, 10) model whose arrays hold ~14 kB (110-190 KiB measured).
 MODEL_OVERHEAD = 160 * 1024
-KEY_OVERHEAD = 120  # a remembered idempotency key: dict entry, deque entry, two bytes objects
+KEY_OVERHEAD = 120  # an id held until the next snapshot: dict entry, tuple, two bytes objects
 
 
 def key_cost(key: str, answer: bytes) -> int:
-    """Estimated bytes of one remembered idempotency key with its stored answer."""
+    """Estimated bytes of one id held in memory with its answer (durability ``none`` holds the
+    ids learned since the last snapshot; the store records them at the snapshot)."""
     return len(key) + len(answer) + KEY_OVERHEAD
 
 
 def estimate_cost(h: Handle, state_bytes: int) -> int:
     """Estimated bytes a loaded model holds: its state arrays with room to grow (arrays grow by
-    doubling, so up to twice what is in use), its idempotency keys, and :data:`MODEL_OVERHEAD`."""
-    keys = sum(key_cost(k, v) for k, v in h.keys.items())
-    return MODEL_OVERHEAD + 2 * state_bytes + keys
+    doubling, so up to twice what is in use), its filter of seen ids and the ids not yet in the
+    store (durability ``none``), and :data:`MODEL_OVERHEAD`."""
+    unsaved = sum(key_cost(k, v) for k, (_, v) in h.unsaved_ids.items())
+    return MODEL_OVERHEAD + 2 * state_bytes + h.ids.nbytes + unsaved
 
 
 class ModelMetrics(Prequential):
@@ -69,8 +71,11 @@ class Handle:
     """A live model and its bookkeeping.
 
     ``seq`` is the last log entry the model applied, ``snap_seq`` the one its newest snapshot
-    holds; ``keys`` maps the idempotency keys of the window to their stored answers; a
-    ``dirty`` model learned something its log may lack and is rebuilt before it is used again.
+    holds; ``ids`` tells which idempotency ids of the window the model *may* have seen (their
+    answers are in the store; :mod:`app.registry.ids`), ``unsaved_ids`` maps the ids learned
+    since the last snapshot to ``(seq, answer)`` when there is no log to hold them (durability
+    ``none``); a ``dirty`` model learned something its log may lack and is rebuilt before it is
+    used again.
     """
 
     name: str
@@ -79,8 +84,8 @@ class Handle:
     seq: int = 0
     snap_seq: int = 0
     metrics: ModelMetrics = field(default_factory=ModelMetrics)
-    keys: dict[str, bytes] = field(default_factory=dict)
-    key_order: deque = field(default_factory=deque)  # (seq, key), oldest first
+    ids: SeenIds = field(default_factory=SeenIds)
+    unsaved_ids: dict[str, tuple[int, bytes]] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     dirty: bool = False
     last_snapshot: float = field(default_factory=time.monotonic)
@@ -108,6 +113,6 @@ class Handle:
             fresh.seq,
             fresh.snap_seq,
         )
-        self.metrics, self.keys, self.key_order = fresh.metrics, fresh.keys, fresh.key_order
+        self.metrics, self.ids, self.unsaved_ids = fresh.metrics, fresh.ids, fresh.unsaved_ids
         self.cost = fresh.cost
         self.dirty = False

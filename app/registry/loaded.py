@@ -79,8 +79,8 @@ class LoadedModels:
             self.resident_bytes -= h.cost
 
     def add_cost(self, h: Handle, nbytes: int) -> None:
-        """A held model grew by about ``nbytes`` (e.g. the idempotency keys of a learn) between
-        the estimates made at load and snapshot."""
+        """A held model grew by about ``nbytes`` (e.g. a segment of its id filter) between the
+        estimates made at load and snapshot."""
         h.cost += nbytes
         self._recount(h, h.cost - nbytes)
 
@@ -158,7 +158,9 @@ class LoadedModels:
         """
         async with h.lock:
             try:
+                ids_bytes = h.ids.nbytes
                 n = await self.recovery.replay(h, keys=True)
+                self.add_cost(h, h.ids.nbytes - ids_bytes)  # other instances' ids
                 if n == 0 and await store_call(self.store.last_seq(h.name)) > h.seq:
                     raise LogGap(f"model {h.name!r}: log trimmed past seq {h.seq}")
                 h.last_refresh = time.monotonic()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from typing import Any
 
 import orjson
@@ -18,8 +17,6 @@ from app import snapshot as codec
 from app.errors import CorruptSnapshot, ModelNotFound, StoreUnavailable
 from app.registry.common import (
     STORE_ERRORS,
-    clean_proba,
-    dumps,
     engine,
     engine_spec,
     is_river_spec,
@@ -137,16 +134,17 @@ class Recovery:
         model.threads = self.settings.threads  # (an execution setting: not in the state)
         h = Handle(name, spec, model, seq=seq, snap_seq=seq, metrics=metrics)
         await self.replay(h)
-        h.keys = await store_call(self.store.get_keys(name))
-        h.key_order = deque(sorted((orjson.loads(v)["seq"], k) for k, v in h.keys.items()))
+        # after the replay: every id of an entry the model applied is in the store by now (the
+        # append wrote both at once); entries appended later add theirs when they are replayed
+        h.ids.add_all(await store_call(self.store.key_names(name)), h.seq)
         h.cost = estimate_cost(h, model.state_bytes)
         return h
 
     async def replay(self, h: Handle, *, keys: bool = False) -> int:
         """Apply the log after ``h.seq`` to ``h.model`` in order; returns how many entries.
 
-        With ``keys`` the idempotency answers of replayed keyed entries are rebuilt too (used
-        when catching up with entries another process appended).
+        With ``keys`` the ids of replayed keyed entries join the model's filter of seen ids
+        (used when catching up with entries another process appended).
         """
         _, learners = engine()
         n = 0
@@ -172,9 +170,7 @@ class Recovery:
                 pred = r["p"] if "p" in r else learners.argmax_label(proba)
                 h.metrics.update(r["y"], pred)
                 if keys and "k" in r:
-                    out = {"prediction": pred, "probabilities": clean_proba(proba)}
-                    h.keys[r["k"]] = dumps({**out, "seq": h.seq + j + 1})
-                    h.key_order.append((h.seq + j + 1, r["k"]))
+                    h.ids.add(r["k"], h.seq + j + 1)
             h.seq += len(recs)
             n += len(recs)
 
@@ -188,7 +184,12 @@ class Recovery:
         :class:`ModelNotFound` if the model was deleted meanwhile."""
         blob = self.encode(h)
         seq = h.seq
+        horizon = seq - self.settings.idempotency_window
         try:
+            if h.unsaved_ids:  # durability none: the ids learned since the last snapshot
+                await self.store.put_keys(
+                    h.name, [(k, s, r) for k, (s, r) in h.unsaved_ids.items() if s > horizon]
+                )
             oldest = await self.store.put_snapshot(h.name, seq, blob)
             await self.store.trim(h.name, oldest)  # behind the oldest generation kept
         except ModelGone:
@@ -197,23 +198,19 @@ class Recovery:
             raise StoreUnavailable(f"store unavailable: {exc}") from exc
         h.snap_seq = seq
         h.last_snapshot = time.monotonic()
-        await self._forget_old_keys(h)
-        h.cost = estimate_cost(h, len(blob))  # the arrays as snapshotted, the keys still kept
+        h.unsaved_ids.clear()
+        await self._forget_old_keys(h, horizon)
+        h.cost = estimate_cost(h, len(blob))  # the arrays as snapshotted, the ids' filter
 
-    async def _forget_old_keys(self, h: Handle) -> None:
-        """Drop idempotency keys older than the window: from the store first, then memory (so
-        memory always holds every key the store has, and a retry is answered, not refused)."""
-        horizon = h.seq - self.settings.idempotency_window
-        old = []
-        while h.key_order and h.key_order[0][0] <= horizon:
-            old.append(h.key_order.popleft())
-        if not old:
+    async def _forget_old_keys(self, h: Handle, horizon: int) -> None:
+        """Drop the ids of entries at or before ``horizon`` (behind the window): from the store
+        first, then the filter's segments that hold only such ids (so the filter always knows
+        every id the store has, and a retry is answered, not learned again)."""
+        if horizon <= 0 or not len(h.ids):  # an empty filter: the store holds no ids either
             return
         try:
-            await self.store.forget_keys(h.name, [k for _, k in old])
+            await self.store.forget_keys(h.name, horizon)
         except STORE_ERRORS as exc:
             log.warning("model %s: old idempotency keys kept for now: %s", h.name, exc)
-            h.key_order.extendleft(reversed(old))
             return
-        for _, k in old:
-            h.keys.pop(k, None)
+        h.ids.forget_upto(horizon)

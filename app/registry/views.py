@@ -20,7 +20,7 @@ def describe(h: Handle) -> dict[str, Any]:
         "state_bytes": int(d.get("state_bytes", 0)),
         "metrics": h.metrics.report(),
         "members": list(d.get("members", [])),
-        "n_drifts": d.get("n_drifts"),  # adaptive bagging only (issue 18)
+        "n_drifts": d.get("n_drifts"),  # adaptive bagging and boosting only (issue 18)
         "diversity": d.get("diversity"),
         "status": "ok",
         "reason": None,

@@ -3,7 +3,9 @@
 ``learn`` queues the request on the model; a single writer task per model takes whatever queued
 up, and under the model's lock:
 
-1. idempotency keys already applied are answered from memory (``duplicate: true``);
+1. idempotency keys already applied are answered with their stored answer (``duplicate:
+   true``): the model's in-memory filter (:mod:`app.registry.ids`) clears almost every new id
+   at once, and the store is asked about the others;
 2. the engine predicts then learns the new examples (one compiled call);
 3. the examples are appended to the model's log, atomically with their idempotency keys and only
    if the log is still where this process left it (several workers may share a store);
@@ -169,7 +171,9 @@ class ModelWriter:
             await self.models.clean(h)
             if catch_up:
                 try:
+                    ids_bytes = h.ids.nbytes
                     await self.models.recovery.replay(h, keys=True)
+                    self.models.add_cost(h, h.ids.nbytes - ids_bytes)  # other instances' ids
                 except LogGap:  # another process snapshotted and trimmed past us: reload
                     h.dirty = True
                     await self.models.clean(h)
@@ -188,17 +192,25 @@ class ModelWriter:
 
     async def _learn_locked(self, h: Handle, examples: list[Example]) -> list[dict[str, Any]]:
         results: list[dict[str, Any] | None] = [None] * len(examples)
-        todo: list[int] = []
         first_of: dict[str, int] = {}
+        maybe: dict[str, int] = {}  # ids the filter may have seen: the store knows
         for i, ex in enumerate(examples):
-            if ex.key is not None:
-                if ex.key in h.keys:
-                    results[i] = {**orjson.loads(h.keys[ex.key]), "duplicate": True}
-                    continue
-                if ex.key in first_of:  # repeated inside this batch: answered like a retry
-                    continue
+            if ex.key is not None and ex.key not in first_of:
                 first_of[ex.key] = i
-            todo.append(i)
+                unsaved = h.unsaved_ids.get(ex.key)
+                if unsaved is not None:
+                    results[i] = {**orjson.loads(unsaved[1]), "duplicate": True}
+                elif ex.key in h.ids:
+                    maybe[ex.key] = i
+        if maybe:
+            found = await store_call(self.store.get_answers(h.name, list(maybe)))
+            for key, answer in found.items():
+                results[maybe[key]] = {**orjson.loads(answer), "duplicate": True}
+        todo = [
+            i
+            for i, ex in enumerate(examples)
+            if results[i] is None and (ex.key is None or first_of[ex.key] == i)
+        ]  # a key repeated inside this batch is answered like a retry of its first occurrence
         if todo:
             await self._learn_new(h, [examples[i] for i in todo], todo, results, len(examples) > 1)
         for i, ex in enumerate(examples):
@@ -268,9 +280,10 @@ class ModelWriter:
         for i, ex, (out, resp) in zip(rows, exs, answers):  # noqa: B905
             h.metrics.update(ex.label, out["prediction"])
             if ex.key is not None:
-                h.keys[ex.key] = resp
-                h.key_order.append((out["seq"], ex.key))
-                kept += key_cost(ex.key, resp)
+                kept += h.ids.add(ex.key, out["seq"])
+                if not log_durable and resp is not None:  # no log holds it: the next snapshot
+                    h.unsaved_ids[ex.key] = (out["seq"], resp)  # records it in the store
+                    kept += key_cost(ex.key, resp)
             results[i] = {**out, "duplicate": False}
-        if kept:  # the memory budget sees the keys as they come (the writer re-checks when idle)
+        if kept:  # the memory budget sees the ids as they come (the writer re-checks when idle)
             self.models.add_cost(h, kept)

@@ -110,7 +110,8 @@ class ModelCollector:
 
 
 def _adaptive_metrics(name: str, model: Any, drifts: Any, diversity: Any) -> None:
-    """Drifts and diversity of an adaptive bagging model (issue 18); nothing for others."""
+    """Drifts and diversity of an adaptive bagging or boosting model (issue 18); nothing for
+    others."""
     if not getattr(model, "adaptive", False):
         return
     if model.drift is not None:

@@ -171,15 +171,16 @@ class ModelDescription(BaseModel):
     metrics: Metrics | None
     members: list[dict[str, Any]] = Field(
         default_factory=list,
-        description="Boosting: epsilon, lambda_sc, lambda_sw, vote_weight; adaptive bagging: "
-        "drift_error, drift_window, resets, window_accuracy",
+        description="Boosting: epsilon, lambda_sc, lambda_sw, vote_weight; adaptive bagging and "
+        "boosting: drift_error, drift_window, resets, window_accuracy",
     )
     n_drifts: int | None = Field(
-        None, description="Adaptive bagging (`drift`): members reset after a detected drift"
+        None,
+        description="Adaptive bagging or boosting (`drift`): members reset after a detected drift",
     )
     diversity: dict[str, Any] | None = Field(
         None,
-        description="Bagging with a `window`: the members' mean pairwise disagreement, "
+        description="Bagging or boosting with a `window`: the members' mean pairwise disagreement, "
         "q_statistic and kappa over the last `window` (n) examples",
     )
     status: Literal["ok", "broken"] = Field(

@@ -85,7 +85,8 @@ class Entry:
     record
         The encoded example (features, label, weight, ...), replayed in order on recovery.
     key
-        Optional idempotency key, recorded atomically with the entry.
+        Optional idempotency key, recorded atomically with the entry (with the entry's seq, by
+        which it is forgotten).
     response
         What to answer a retry of ``key`` with (encoded); stored only when ``key`` is set.
     """
@@ -157,11 +158,18 @@ class Store(Protocol):
     async def trim(self, name: str, upto_seq: int) -> None:
         """Drop log entries with sequence number <= ``upto_seq`` (only behind a snapshot)."""
 
-    async def get_keys(self, name: str) -> dict[str, bytes]:
-        """All idempotency keys of a model with their stored responses."""
+    async def get_answers(self, name: str, keys: list[str]) -> dict[str, bytes]:
+        """The stored responses of those of ``keys`` the model remembers (one round trip)."""
 
-    async def forget_keys(self, name: str, keys: list[str]) -> None:
-        """Drop idempotency keys (older than the retention window)."""
+    async def key_names(self, name: str) -> list[str]:
+        """Every idempotency key the model remembers (for its in-memory filter at load)."""
+
+    async def put_keys(self, name: str, items: list[tuple[str, int, bytes]]) -> None:
+        """Remember ``(key, seq, response)`` items, keeping any key already there (durability
+        ``none`` records its ids at each snapshot); :class:`ModelGone` if the model is gone."""
+
+    async def forget_keys(self, name: str, upto_seq: int) -> None:
+        """Drop the idempotency keys of entries at or before ``upto_seq`` (behind the window)."""
 
     async def put_prediction(self, name: str, pid: str, blob: bytes, ttl: float) -> None:
         """Keep a served prediction for at least ``ttl`` seconds (a delayed label may follow)."""

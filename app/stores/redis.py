@@ -8,6 +8,7 @@ Keys (``{name}`` is a hash tag, so one model's keys share a Redis Cluster slot):
     chorus:m:{name}:log        STREAM, entry id "<seq>-0", field "r" = the record
     chorus:m:{name}:snap       HASH {seq, blob, pseq, pblob} (current + previous generation)
     chorus:m:{name}:ids        HASH idempotency key -> stored response
+    chorus:m:{name}:idz        ZSET idempotency key -> seq of its entry (forgetting by seq)
     chorus:m:{name}:lease      writer lease (only with several writing processes)
     chorus:m:{name}:p:<pid>    kept prediction (the record holds its expiry; the key lives TTL + max(TTL, 60 s))
     chorus:m:{name}:pz         ZSET pid -> time kept (the per-model bound)
@@ -41,7 +42,7 @@ from app.stores.base import (
     raises_store_errors,
 )
 
-# KEYS: spec, seq, log, ids. ARGV: expected_seq, n, then n x (record, key, response).
+# KEYS: spec, seq, log, ids, idz. ARGV: expected_seq, n, then n x (record, key, response).
 # Everything is checked before the first write, so a refused append writes nothing.
 _APPEND = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-2, 0} end
@@ -56,7 +57,10 @@ for i = 0, n - 1 do
   cur = cur + 1
   redis.call('XADD', KEYS[3], cur .. '-0', 'r', ARGV[3 + 3 * i])
   local key = ARGV[4 + 3 * i]
-  if key ~= '' then redis.call('HSET', KEYS[4], key, ARGV[5 + 3 * i]) end
+  if key ~= '' then
+    redis.call('HSET', KEYS[4], key, ARGV[5 + 3 * i])
+    redis.call('ZADD', KEYS[5], cur, key)
+  end
 end
 redis.call('SET', KEYS[2], cur)
 return {0, cur}
@@ -81,6 +85,29 @@ local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
 if seq > cur then redis.call('SET', KEYS[2], ARGV[1]) end
 return tonumber(redis.call('HGET', KEYS[3], 'pseq') or redis.call('HGET', KEYS[3], 'seq'))
 """
+
+# KEYS: ids, idz. ARGV: seq, limit. Forget up to ``limit`` ids of entries at or before seq;
+# returns how many (call again while it is ``limit``).
+_FORGET = """
+local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+if #old == 0 then return 0 end
+redis.call('HDEL', KEYS[1], unpack(old))
+redis.call('ZREM', KEYS[2], unpack(old))
+return #old
+"""
+
+# KEYS: spec, ids, idz. ARGV: n x (key, seq, response). Ids recorded at a snapshot (durability
+# none), the ones already there kept; -2 when the model is gone.
+_PUT_KEYS = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
+for i = 1, #ARGV, 3 do
+  if redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 2]) == 1 then
+    redis.call('ZADD', KEYS[3], ARGV[i + 1], ARGV[i])
+  end
+end
+return 0
+"""
+_FORGET_BATCH = 1000  # ids per script call (Lua's unpack limit, and Redis stays responsive)
 
 # KEYS: lease. ARGV: token.
 _RELEASE = """
@@ -112,7 +139,7 @@ return 1
 """
 
 _MODELS = "chorus:models"
-_PARTS = ("spec", "seq", "log", "snap", "ids", "lease", "pz")
+_PARTS = ("spec", "seq", "log", "snap", "ids", "idz", "lease", "pz")
 
 
 def _k(name: str, part: str) -> str:
@@ -147,6 +174,8 @@ class RedisStore:
         self._release = None
         self._create = None
         self._delete = None
+        self._forget = None
+        self._put_keys = None
 
     @property
     def r(self) -> aioredis.Redis:
@@ -189,6 +218,8 @@ class RedisStore:
         self._acquire = self._r.register_script(_ACQUIRE)
         self._create = self._r.register_script(_CREATE)
         self._release = self._r.register_script(_RELEASE)
+        self._forget = self._r.register_script(_FORGET)
+        self._put_keys = self._r.register_script(_PUT_KEYS)
         deadline = time.monotonic() + timeout
         delay = 0.05
         while True:  # startup waits for PING, bounded
@@ -261,7 +292,7 @@ class RedisStore:
         args: list[Any] = [expected_seq, len(entries)]
         for e in entries:
             args += [e.record, e.key or "", e.response or b"" if e.key else b""]
-        keys = [_k(name, "spec"), _k(name, "seq"), _k(name, "log"), _k(name, "ids")]
+        keys = [_k(name, p) for p in ("spec", "seq", "log", "ids", "idz")]
         code, value = await self._append(keys=keys, args=args)
         if code == 0:
             return int(value)
@@ -301,15 +332,48 @@ class RedisStore:
     async def trim(self, name: str, upto_seq: int) -> None:
         await self.r.xtrim(_k(name, "log"), minid=f"{upto_seq + 1}-0", approximate=False)
 
-    async def get_keys(self, name: str) -> dict[str, bytes]:
+    async def get_answers(self, name: str, keys: list[str]) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
-        async for k, v in self.r.hscan_iter(_k(name, "ids"), count=1000):
-            out[k.decode()] = bytes(v)
+        for i in range(0, len(keys), 1000):
+            part = keys[i : i + 1000]
+            vals = await self.r.hmget(_k(name, "ids"), part)
+            out.update((k, bytes(v)) for k, v in zip(part, vals, strict=True) if v is not None)
         return out
 
-    async def forget_keys(self, name: str, keys: list[str]) -> None:
-        for i in range(0, len(keys), 1000):
-            await self.r.hdel(_k(name, "ids"), *keys[i : i + 1000])
+    async def key_names(self, name: str) -> list[str]:
+        ids, idz = _k(name, "ids"), _k(name, "idz")
+        if await self.r.hlen(ids) > await self.r.zcard(idz):
+            await self._index_old_keys(name)
+        return [k.decode() for k in await self.r.zrange(idz, 0, -1)]
+
+    async def _index_old_keys(self, name: str) -> None:
+        """Ids stored before ``idz`` existed: index them by the ``seq`` of their stored answer
+        (once; ``ZADD NX`` leaves the ones already indexed alone)."""
+        batch: dict[str, float] = {}
+        async for k, v in self.r.hscan_iter(_k(name, "ids"), count=1000):
+            try:
+                batch[k.decode()] = float(json.loads(v)["seq"])
+            except (ValueError, KeyError, TypeError):
+                batch[k.decode()] = 0.0  # no seq to read: forgotten at the next snapshot
+            if len(batch) >= 1000:
+                await self.r.zadd(_k(name, "idz"), batch, nx=True)
+                batch = {}
+        if batch:
+            await self.r.zadd(_k(name, "idz"), batch, nx=True)
+
+    async def put_keys(self, name: str, items: list[tuple[str, int, bytes]]) -> None:
+        keys = [_k(name, "spec"), _k(name, "ids"), _k(name, "idz")]
+        for i in range(0, len(items), 1000):
+            args: list[Any] = []
+            for key, seq, resp in items[i : i + 1000]:
+                args += [key, seq, resp]
+            if await self._put_keys(keys=keys, args=args) == -2:
+                raise ModelGone(name)
+
+    async def forget_keys(self, name: str, upto_seq: int) -> None:
+        keys = [_k(name, "ids"), _k(name, "idz")]
+        while await self._forget(keys=keys, args=[upto_seq, _FORGET_BATCH]) == _FORGET_BATCH:
+            pass
 
     async def put_prediction(self, name: str, pid: str, blob: bytes, ttl: float) -> None:
         await self.put_predictions([(name, pid, blob)], ttl)

@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS snapshots (
 CREATE TABLE IF NOT EXISTS snapshots_prev (
     model TEXT PRIMARY KEY, seq INTEGER NOT NULL, blob BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS idem (
-    model TEXT NOT NULL, key TEXT NOT NULL, response BLOB NOT NULL,
+    model TEXT NOT NULL, key TEXT NOT NULL, response BLOB NOT NULL, seq INTEGER NOT NULL,
     PRIMARY KEY (model, key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS predictions (
     model TEXT NOT NULL, pid TEXT NOT NULL, blob BLOB NOT NULL, expires REAL NOT NULL,
@@ -73,6 +73,8 @@ class SqliteStore:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={self.synchronous}")
         db.executescript(_SCHEMA)
+        _add_idem_seq(db)
+        db.execute("CREATE INDEX IF NOT EXISTS idem_seq ON idem (model, seq)")
         self._db = db
 
     async def close(self) -> None:
@@ -129,13 +131,18 @@ class SqliteStore:
                 if row is None:
                     raise ModelGone(name)
                 raise SeqConflict(row[0])
-            keyed = [(name, e.key, e.response or b"") for e in entries if e.key is not None]
+            keyed = [
+                (name, e.key, e.response or b"", expected_seq + i + 1)
+                for i, e in enumerate(entries)
+                if e.key is not None
+            ]
             if keyed:
                 added = db.executemany(
-                    "INSERT OR IGNORE INTO idem (model, key, response) VALUES (?, ?, ?)", keyed
+                    "INSERT OR IGNORE INTO idem (model, key, response, seq) VALUES (?, ?, ?, ?)",
+                    keyed,
                 ).rowcount
                 if added != len(keyed):  # some key was there already: find it, roll back
-                    for _, key, resp in keyed:
+                    for _, key, resp, _ in keyed:
                         row = db.execute(
                             "SELECT response FROM idem WHERE model = ? AND key = ?", (name, key)
                         ).fetchone()
@@ -203,15 +210,33 @@ class SqliteStore:
         with self._tx() as db:
             db.execute("DELETE FROM log WHERE model = ? AND seq <= ?", (name, upto_seq))
 
-    async def get_keys(self, name: str) -> dict[str, bytes]:
-        rows = self.db.execute("SELECT key, response FROM idem WHERE model = ?", (name,))
-        return {k: bytes(r) for k, r in rows}
-
-    async def forget_keys(self, name: str, keys: list[str]) -> None:
-        with self._tx() as db:
-            db.executemany(
-                "DELETE FROM idem WHERE model = ? AND key = ?", [(name, k) for k in keys]
+    async def get_answers(self, name: str, keys: list[str]) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        for i in range(0, len(keys), 500):  # under SQLite's limit of bound parameters
+            part = keys[i : i + 500]
+            rows = self.db.execute(
+                f"SELECT key, response FROM idem WHERE model = ? AND key IN "  # noqa: S608
+                f"({','.join('?' * len(part))})",
+                (name, *part),
             )
+            out.update((k, bytes(r)) for k, r in rows)
+        return out
+
+    async def key_names(self, name: str) -> list[str]:
+        return [k for (k,) in self.db.execute("SELECT key FROM idem WHERE model = ?", (name,))]
+
+    async def put_keys(self, name: str, items: list[tuple[str, int, bytes]]) -> None:
+        with self._tx() as db:
+            if db.execute("SELECT 1 FROM models WHERE name = ?", (name,)).fetchone() is None:
+                raise ModelGone(name)
+            db.executemany(
+                "INSERT OR IGNORE INTO idem (model, key, response, seq) VALUES (?, ?, ?, ?)",
+                [(name, key, resp, seq) for key, seq, resp in items],
+            )
+
+    async def forget_keys(self, name: str, upto_seq: int) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM idem WHERE model = ? AND seq <= ?", (name, upto_seq))
 
     async def put_prediction(self, name: str, pid: str, blob: bytes, ttl: float) -> None:
         await self.put_predictions([(name, pid, blob)], ttl)  # unbounded: the registry bounds
@@ -259,6 +284,24 @@ class SqliteStore:
     async def release_writer(self, name: str, token: str) -> None:
         with self._tx() as db:
             db.execute("DELETE FROM leases WHERE model = ? AND token = ?", (name, token))
+
+
+def _add_idem_seq(db: sqlite3.Connection) -> None:
+    """Give a database written before ids were forgotten by seq its ``idem.seq`` column, filled
+    from each stored answer's ``seq``."""
+
+    def has_seq() -> bool:
+        return any(row[1] == "seq" for row in db.execute("PRAGMA table_info(idem)"))
+
+    if has_seq():
+        return
+    with _Tx(db):
+        if has_seq():  # another process sharing the file migrated it meanwhile
+            return
+        db.execute("ALTER TABLE idem ADD COLUMN seq INTEGER NOT NULL DEFAULT 0")
+        db.execute(
+            "UPDATE idem SET seq = COALESCE(json_extract(CAST(response AS TEXT), '$.seq'), 0)"
+        )
 
 
 class _Tx:

@@ -65,6 +65,9 @@ def honest_confidence(probability: float, n_meetings: int) -> float:
     return round(probability * n_meetings / (n_meetings + PRIOR_MEETINGS), 4)
 
 
+DIVERSITY = ("n", "disagreement", "q_statistic", "kappa")  # of GET /models/{name}'s "diversity"
+
+
 @dataclass(kw_only=True)
 class AssistantSettings:
     """How the assistant is configured (environment variables ``CALENDAR_*``).
@@ -88,6 +91,10 @@ class AssistantSettings:
         split every 5 meetings and take one on little evidence (measured on the browser test's
         scripted user, 12 seeds: suggestions kept over meetings 21-30, 0.75 with 10 and 0.01, 0.80
         with 5 and 0.05; see the example's README).
+    diversity_window
+        Meetings over which Chorus keeps each member's accuracy and the members' diversity
+        (the ``window`` of the bagging spec; the side panel shows them); 0 keeps none. It does
+        not change what the models learn.
 
     Examples
     --------
@@ -103,6 +110,7 @@ class AssistantSettings:
     seed: int = 1
     grace_period: int = 5
     delta: float = 0.05
+    diversity_window: int = 50
     api_key: str | None = None
 
     def __post_init__(self) -> None:
@@ -124,6 +132,7 @@ class AssistantSettings:
             seed=int(env.get("CALENDAR_SEED", cls.seed)),
             grace_period=int(env.get("CALENDAR_GRACE_PERIOD", cls.grace_period)),
             delta=float(env.get("CALENDAR_DELTA", cls.delta)),
+            diversity_window=int(env.get("CALENDAR_DIVERSITY_WINDOW", cls.diversity_window)),
             api_key=env.get("CHORUS_API_KEY") or None,
         )
 
@@ -135,6 +144,8 @@ class AssistantSettings:
         params: dict[str, Any] = {}
         if self.learner == "hoeffding_tree":
             params = {"grace_period": self.grace_period, "delta": self.delta}
+        if self.diversity_window:
+            params["window"] = self.diversity_window
         return {
             "ensemble": "bagging",
             "learner": self.learner,
@@ -301,6 +312,7 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
         return {
             **page_config(),
             "window": WINDOW,
+            "diversity_window": settings.diversity_window,
             "demo": DEMO,
             "prior_meetings": PRIOR_MEETINGS,
             "spec": settings.model_spec(),
@@ -443,6 +455,7 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
         models = {}
         for target, desc in zip(TARGETS, descriptions, strict=True):
             metrics = desc.get("metrics") or {}
+            diversity = desc.get("diversity") or {}  # null without a window (engine-api.md)
             models[target] = {
                 "name": settings.model_name(user, target),
                 "n_seen": desc.get("n_seen"),
@@ -450,6 +463,8 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
                 "accuracy": metrics.get("accuracy"),
                 "last": calendar.accuracy(target, last=WINDOW),
                 "classes": len(desc.get("classes") or []),
+                "diversity": {k: diversity.get(k) for k in DIVERSITY} if diversity else None,
+                "member_accuracy": [m.get("window_accuracy") for m in desc.get("members") or []],
             }
         recent = [
             {k: r.get(k) for k in ("i", "source", "title", "final", "correct")}

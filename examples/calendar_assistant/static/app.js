@@ -473,6 +473,34 @@ function drawCurve(target, points, n) {
   return out;
 }
 
+// Live diversity of each field model's members (Chorus' GET /models/{name}: "diversity" and each
+// member's "window_accuracy"), over the last diversity_window meetings it learned.
+function renderDiversity(stats) {
+  const num = (v) => (v === null || v === undefined ? "—" : v.toFixed(2));
+  const body = $("#diversity tbody");
+  body.innerHTML = "";
+  let n = 0;
+  for (const target of state.config.targets) {
+    const m = stats.models[target];
+    const d = m.diversity || {};
+    n = Math.max(n, d.n || 0);
+    const accs = (m.member_accuracy || []).filter((a) => a !== null && a !== undefined);
+    const bars = el("span", { class: "bars", id: `div-bars-${target}` },
+      accs.map((a) => el("span", { class: "bar", title: pct(a), style: `height:${Math.max(1, Math.round(a * 16))}px;background:${COLORS[target]}` })));
+    const range = accs.length ? `${Math.round(100 * Math.min(...accs))}–${pct(Math.max(...accs))}` : "—";
+    body.appendChild(el("tr", { id: `div-${target}` }, [
+      el("td", {}, [el("span", { class: "swatch", style: `background:${COLORS[target]}` }), document.createTextNode(state.config.labels[target])]),
+      el("td", { id: `div-dis-${target}`, text: num(d.disagreement) }),
+      el("td", { id: `div-q-${target}`, text: num(d.q_statistic) }),
+      el("td", { id: `div-kappa-${target}`, text: num(d.kappa) }),
+      el("td", { id: `div-acc-${target}` }, [bars, el("span", { class: "range", text: range })]),
+    ]));
+  }
+  $("#diversity-window").textContent = state.config.diversity_window
+    ? `last ${Math.min(n, state.config.diversity_window)} of ${state.config.diversity_window} meetings`
+    : "off (CALENDAR_DIVERSITY_WINDOW=0)";
+}
+
 async function refreshStats() {
   let stats;
   try {
@@ -507,6 +535,7 @@ async function refreshStats() {
       el("div", { class: "curve-label", text: `${state.config.labels[target]} ${pct(m.last)}` }), svg,
     ]));
   }
+  renderDiversity(stats);
   const sim = stats.simulation;
   const simStatus = $("#sim-status");
   simStatus.classList.toggle("error", Boolean(sim.error));
