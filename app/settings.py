@@ -76,6 +76,11 @@ class Settings(BaseSettings):
         log, exactly) by their next request. What is counted is an estimate per model (its state
         arrays with room to grow, plus a fixed overhead), not the process's RSS: the interpreter,
         libraries and compiled kernels come on top (about 200-250 MB).
+    threads
+        Threads a batched ``/learn`` or ``/predict`` of an online bagging model (native learner,
+        no drift options) runs its members in; 1 (default) runs them in the request's thread.
+        Results are bit-identical for every value. A batch at 2 threads keeps 2 cores busy, so
+        more threads than idle cores only adds switching.
     """
 
     model_config = SettingsConfigDict(env_prefix="CHORUS_", extra="ignore")
@@ -132,6 +137,7 @@ class Settings(BaseSettings):
     max_kept_bytes: int = Field(64 * 1024, ge=256)
     min_seq_wait: float = Field(2.0, ge=0, le=60)
     memory_mb: int = Field(0, ge=0, le=16 * 2**20)
+    threads: int = Field(1, ge=1, le=256)
 
 
 @lru_cache

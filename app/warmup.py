@@ -99,6 +99,8 @@ def warm_kind(ensemble: str, learner: str = "hoeffding_tree", n: int = 120) -> N
         for xi, yi in zip(X[:half], y[:half], strict=True):
             model.predict_learn_one(xi, yi)
         model.predict_learn_many(X[half:], y[half:])
+        model.threads = 2  # and the member-parallel batch kernels (CHORUS_THREADS > 1; >= 64 rows)
+        model.predict_learn_many(X, y)
         model.predict_proba_many(X[:10])
         model.describe()
         load_state(model.to_state()).predict_one(X[0])

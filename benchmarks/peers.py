@@ -588,19 +588,23 @@ def report(
     return "\n\n".join(parts)
 
 
+def cpu_name() -> str:
+    """The processor's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
 def environment(args: argparse.Namespace, load_before: tuple[float, ...]) -> str:
     import numba
     import numpy
     import river
 
-    cpu = platform.processor() or "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     versions = {"python": platform.python_version(), "numpy": numpy.__version__,
                 "numba": numba.__version__, "river": river.__version__, **moa_versions()}  # fmt: skip
     load_after = os.getloadavg()

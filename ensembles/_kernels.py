@@ -277,6 +277,182 @@ def member_predict(B, m, xn, xc, n_classes, code_attr, out):
         )
 
 
+# --------------------------------------------------------------------------- member-parallel bagging
+# A bagging member never reads another's state, and its Poisson weights are keyed by (seed,
+# example, member): member m run alone over the rows makes the same predictions and updates as in
+# ``bagging_run``. ``bagging_members`` runs members lo..hi that way (one call per thread, without
+# the GIL), keeping each member's sparse prediction of each row; ``bagging_votes`` then adds them
+# up in member order, the sums ``bagging_predict`` makes, so the results are bit-identical.
+#
+# The one thing members share is the class-entry pools' arrays: a member whose part is full
+# doubles them for every member (``learners``' ``pool_make_room``), which must not happen while
+# other members run. So a member runs a row only when its parts have room for all that learning
+# one row can take (``pool_demand``), and between parallel phases ``reserve_pools`` makes that
+# room serially. (``has_room`` is the same rule for nodes and rows, which Python grows.)
+
+
+@nb.njit(cache=True)
+def block_entries(n):
+    """Entries of a class block holding n classes (1, 2, 4, ...: the pools' block sizes)."""
+    c = 1
+    while c < n:
+        c *= 2
+    return c
+
+
+@nb.njit(cache=True)
+def pool_demand(n_cat, n_num, n_classes, need):
+    """Most class entries (weights, Gaussians) learning one row can take from a member's pools.
+
+    A class new to a row moves it to a block of at most ``block_entries(classes)`` entries:
+    update_leaf touches the leaf's weight row, a feature and a value row per categorical feature
+    and an observer per numeric one; a split fills at most ``need`` new leaves, each by blocks
+    1, 2, 4, ... (under twice the last)."""
+    cap = block_entries(max(n_classes, 1))
+    return (1 + 2 * n_cat + 2 * need) * cap, n_num * cap
+
+
+@nb.njit(cache=True)
+def pool_generation(B):
+    """How many times the pools' arrays were replaced (grown) so far."""
+    return B.pgen[0]
+
+
+@nb.njit(cache=True)
+def pool_arrays(B):
+    """The class-entry pools' arrays the bank struct holds now (``wc``, ``wv``, ``gc``, ``gv``)."""
+    return B.wc, B.wv, B.gc, B.gv
+
+
+@nb.njit(cache=True)
+def pools_have_room(B, m, w_need, g_need):
+    """Whether member m's parts of the pools have ``w_need`` / ``g_need`` free entries."""
+    return B.w_used[m] + w_need <= B.wc.shape[1] and B.g_used[m] + g_need <= B.gc.shape[1]
+
+
+@nb.njit(cache=True)
+def reserve_pools(B, m, w_need, g_need):
+    """Grow the pools (every member's part, by doubling, as the kernels grow them) until member
+    m's parts have ``w_need`` / ``g_need`` free entries. Serial: between parallel phases.
+    (Capacities never change results: the layout depends on entries used only.)"""
+    have = B.wc.shape[1]
+    if B.w_used[m] + w_need > have:
+        grown = max(2 * have, B.w_used[m] + w_need)
+        wc = np.full((B.wc.shape[0], grown), -1, np.int64)
+        wv = np.zeros((B.wc.shape[0], grown))
+        wc[:, :have] = B.wc
+        wv[:, :have] = B.wv
+        B.wc = wc
+        B.wv = wv
+        B.pgen[0] += 1
+    have = B.gc.shape[1]
+    if B.g_used[m] + g_need > have:
+        width = B.gv.shape[1] // max(have, 1)
+        grown = max(2 * have, B.g_used[m] + g_need)
+        gc = np.full((B.gc.shape[0], grown), -1, np.int64)
+        gv = np.zeros((B.gc.shape[0], grown * width))
+        gc[:, :have] = B.gc
+        gv[:, : have * width] = B.gv
+        B.gc = gc
+        B.gv = gv
+        B.pgen[0] += 1
+
+
+@nb.njit(cache=True, nogil=True)
+def bagging_members(B, ipar, xn, xc, ys, ws, seqs, n_cls, code_attr, need, do_predict, do_learn,
+                    lo, hi, base, stop, progress, halt, vote_n, vote_k, vote_p):  # fmt: skip
+    """Online bagging (Oza 2001, Fig. 3.3) of members ``lo..hi`` alone, each over its rows
+    ``progress[m]..stop``: predict row r (its sparse probabilities into ``vote_n[m, r - base]``,
+    ``vote_k[m, r - base]``, ``vote_p[m, r - base]``), then learn it with weight k ~ Poisson(1).
+
+    A member stops at a row it cannot learn without growing shared arrays (``has_room``,
+    ``pools_have_room``) and sets ``halt[0]``, which stops the other members at their next row
+    (so that all go on together once the arrays have grown); ``progress[m]`` is where a member
+    stopped (``stop`` when done)."""
+    C = classes_needed(n_cls, ys, base, do_learn)
+    pk = np.empty(C, np.int64)
+    pv = np.empty(C)
+    hint = np.full((B.kind.shape[0], 2), -1, dtype=np.int64)
+    # reference-count-free views (learners.compiled.unowned), as ensemble_run's: the threads
+    # share the arguments (held by the caller), the buffers are this frame's until keep_alive
+    bagging_member_rows(B, unowned(ipar), unowned(xn), unowned(xc), unowned(ys), unowned(ws),
+                        unowned(seqs), unowned(n_cls), unowned(code_attr), need, do_predict,
+                        do_learn, lo, hi, base, stop, unowned(progress), unowned(halt),
+                        unowned(vote_n), unowned(vote_k), unowned(vote_p), unowned(pk),
+                        unowned(pv), unowned(hint))  # fmt: skip
+    keep_alive(pk, pv, hint)
+
+
+@nb.njit(cache=True)
+def bagging_member_rows(B, ipar, xn, xc, ys, ws, seqs, n_cls, code_attr, need, do_predict,
+                        do_learn, lo, hi, base, stop, progress, halt, vote_n, vote_k, vote_p, pk,
+                        pv, hint):  # fmt: skip
+    """The loop of ``bagging_members`` (on unowned views)."""
+    n_cat = xc.shape[1]
+    n_num = xn.shape[1]
+    for m in range(lo, hi):
+        r = progress[m]
+        while r < stop and halt[0] == 0:
+            # k ~ Poisson(1), keyed by (seed, example, member) as in bagging_learn
+            k = poisson(1.0, ipar[0], seqs[r], m) if do_learn and ws[r] > 0.0 else 0
+            nc = n_cls[r]
+            if k > 0:
+                nc = classes_after(n_cls, ys, r)
+                w_need, g_need = pool_demand(n_cat, n_num, nc, need)
+                if not (has_room(B, B, need) and pools_have_room(B, m, w_need, g_need)):
+                    halt[0] = 1
+                    break
+            hint[m, 0] = -1
+            xr = xn[r]
+            cr = xc[r]
+            if do_predict:
+                n = tree_proba(B, B, m, xr, cr, n_cls[r], code_attr, pk, pv, hint)
+                vote_n[m, r - base] = n
+                for i in range(n):
+                    vote_k[m, r - base, i] = pk[i]
+                    vote_p[m, r - base, i] = pv[i]
+            if k > 0:  # train h_m with weight k (a weight, not k repeated updates)
+                tree_learn(B, B, m, xr, cr, ys[r], k * ws[r], nc, code_attr, pk, pv, hint)
+            r += 1
+        progress[m] = r
+
+
+@nb.njit(cache=True)
+def make_room(B, xn, xc, ys, n_cls, need, stop, progress):
+    """Serially, before each parallel phase: pool room for each member not done (for learning
+    its next row); returns whether the nodes and rows have room too (else Python grows them)."""
+    for m in range(progress.shape[0]):
+        r = progress[m]
+        if r < stop:
+            nc = classes_after(n_cls, ys, r)
+            w_need, g_need = pool_demand(xc.shape[1], xn.shape[1], nc, need)
+            reserve_pools(B, m, w_need, g_need)
+    return has_room(B, B, need)
+
+
+@nb.njit(cache=True)
+def bagging_votes(ipar, vote_n, vote_k, vote_p, base, stop, n_cls, out):
+    """Rows ``base..stop`` of ``out``: the members' kept predictions combined as
+    ``bagging_predict`` combines them (same order, same sums)."""
+    for r in range(base, stop):
+        n = n_cls[r]
+        out[r, :n] = 0.0
+        voters = 0.0
+        for m in range(vote_n.shape[0]):  # (bagging_predict's loop, on the kept predictions)
+            k = vote_n[m, r - base]
+            if k <= 0:
+                continue
+            if ipar[1] == VOTE_MAJORITY:
+                out[r, argmax(vote_k[m, r - base], vote_p[m, r - base], k)] += 1.0
+            else:
+                for i in range(k):
+                    out[r, vote_k[m, r - base, i]] += vote_p[m, r - base, i]
+            voters += 1.0
+        if voters > 0.0:
+            for c in range(n):
+                out[r, c] /= voters
+
+
 # after every kernel: one compiled version per argument type, except ensemble_run's per method
 # (BAGGING/BOOSTING constants): bagging_run then compiles no boosting code (-2 s of a cold start)
 one_specialisation(globals(), keep_literal=("ensemble_run",))

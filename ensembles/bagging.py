@@ -63,6 +63,13 @@ class OnlineBagging(VotingEnsemble):
         Examples over which each member's accuracy and the members' diversity (``describe()``)
         are kept; 0 keeps none. ``None`` (default): 1000 with ``drift`` or the weighted vote,
         else 0. Needs a native learner, as do ``drift`` and ``poisson_lambda != 1``.
+    threads
+        Threads a batch (``learn_many``, ``predict_learn_many``, ``predict_proba_many``) runs
+        the members in (1, default: the calling thread only). Members are independent work: with
+        a native learner and Oza's bagging (no ``drift``, ``window`` or weighted vote, whose
+        members share detectors and votes) groups of members run in parallel, with results
+        bit-identical to one thread. Not part of the model (neither its spec nor its state);
+        settable later as ``model.threads``.
 
     Examples
     --------
@@ -102,7 +109,8 @@ class OnlineBagging(VotingEnsemble):
 
     def __init__(self, learner: Any, *, n_models: int = 10, seed: int = 0, vote: str = "average",
                  poisson_lambda: float = 1.0, drift: str | None = None, drift_delta: float = 0.002,
-                 window: int | None = None, limits: Limits | dict | None = None):  # fmt: skip
+                 window: int | None = None, limits: Limits | dict | None = None,
+                 threads: int = 1):  # fmt: skip
         adaptive.check_options(poisson_lambda=poisson_lambda, drift=drift,
                                drift_delta=drift_delta, window=window)  # fmt: skip
         self.poisson_lambda = poisson_lambda
@@ -110,9 +118,12 @@ class OnlineBagging(VotingEnsemble):
         self.drift_delta = drift_delta
         self.window = window
         super().__init__(learner, n_models=n_models, seed=seed, vote=vote, limits=limits)
+        self.threads = threads
+        backend = cast(Any, self._backend)
         if self.adaptive:  # decided once here, not on every call of the plain model's hot path
-            backend = cast(Any, self._backend)
             backend.run_one = partial(self._reusing_run_one, backend.run_one)
+        elif backend.native:  # Oza's bagging: a batch may run groups of members in parallel
+            backend.independent_members = True
 
     @property
     def _window(self) -> int:

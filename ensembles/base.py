@@ -20,7 +20,7 @@ from learners.compiled import READABLE_VERSIONS, STATE_FORMAT, STATE_VERSION, le
 from learners.jit import kernel
 
 from ._rng import uniform_block
-from .backends import CompiledBackend, PythonBackend
+from .backends import CompiledBackend, PythonBackend, check_threads
 from .members import build_learner, keywords, learner_spec
 
 _MAX_SEED = 2**63 - 1
@@ -87,7 +87,7 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         if not isinstance(params, dict):
             raise ValueError("params must be an object")
         ens_kw = {k: params.pop(k) for k in list(params)
-                  if k in keywords(cls) - {"learner", "limits"}}  # fmt: skip
+                  if k in keywords(cls) - {"learner", "limits", "threads"}}  # fmt: skip
         learner = build_learner(spec.get("learner", "hoeffding_tree"), params)
         n_models = spec.get("n_models", 1 if cls.kind == "single" else 10)
         seed = spec.get("seed", 0)
@@ -106,6 +106,18 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
     @property
     def classes(self) -> list:
         return self._backend.classes
+
+    @property
+    def threads(self) -> int:
+        """Threads a batch (``learn_many``, ``predict_learn_many``, ``predict_proba_many``) may
+        run its members in: online bagging with a native learner runs groups of members in
+        parallel, bit-identical to one thread; other ensembles run a batch in one thread. An
+        execution setting, not part of the model (not in its spec or state)."""
+        return self._backend.threads
+
+    @threads.setter
+    def threads(self, threads: int) -> None:
+        self._backend.threads = check_threads(threads)
 
     def knows_feature(self, name: str) -> bool | None:
         """Whether the model has learned (or been declared) feature ``name``; ``None`` when it

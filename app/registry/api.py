@@ -138,6 +138,7 @@ class Registry:
                 "learner: river-backed models are snapshotted with pickle, so they need "
                 "CHORUS_SNAPSHOT_KEY (an HMAC key kept outside the store) to be set on the server"
             )
+        model.threads = self.settings.threads
         stored = {**model.spec(), "features": features, "classes": classes}
         if not await _store(self.store.create_model(name, stored)):
             raise ModelExists(f"model {name!r} already exists")

@@ -131,6 +131,7 @@ class Recovery:
             raise
         except Exception as exc:  # noqa: BLE001 - whatever the stored bytes are, only this model fails
             raise CorruptSnapshot(f"stored state cannot be loaded: {exc!r}"[:500]) from exc
+        model.threads = self.settings.threads  # (an execution setting: not in the state)
         h = Handle(name, spec, model, seq=seq, snap_seq=seq, metrics=metrics)
         await self.replay(h)
         # after the replay: every id of an entry the model applied is in the store by now (the

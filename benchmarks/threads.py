@@ -1,0 +1,293 @@
+"""Member-parallel bagging: examples per second of a batched model for 1..N threads.
+
+``OnlineBagging(..., threads=T)`` runs the members of a batch (``predict_learn_many``) in T
+threads, with results bit-identical to one thread. This times the prequential batch loop of
+``benchmarks/peers.py`` (``predict_learn_many`` on blocks of ``--batch-size`` rows of river's
+``Agrawal(classification_function=2, seed=7, perturbation=0.05)``) for OzaBag(HT, 10) and
+OzaBag(NB, 10) (MOA's tree defaults, as peers.py) at each thread count of ``--threads``, and the
+same loop with ``learn_many`` (no predictions: no output dicts to build, ``--calls``).
+
+Each run at T > 1 threads is repeated on a fresh model to take its critical path (``CriticalPath``):
+the calling thread's CPU time outside the member groups plus, per parallel phase, the CPU time
+of the slowest group. One-thread CPU time over that is the speed-up idle cores would give
+("critical-path speed-up"): an estimate from thread CPU times, which the load of a shared machine
+disturbs much less than the wall clock (it leaves out what waking threads costs).
+
+Every model first runs an untimed warm-up on a throwaway copy at the same thread count (the
+parallel kernels compile or load from numba's cache there). The thread counts are then run in
+turn, ``--repeat`` rounds, alternating the order (1, 2, 3, 4 then 4, 3, 2, 1, ...) so that a change
+of the machine's load does not favour one count; every run is reported, with the load average at
+its start, the rate by wall clock and the process's CPU time over the wall time (2.0 is two cores
+busy). The speed-up is of medians. On a machine shared with other work the wall-clock rates move
+with their load: read the load column.
+
+``--compile`` also measures the first call of the parallel kernels (a batch at 2 threads after a
+batch at 1 thread has compiled the serial one): with an empty numba cache (``NUMBA_CACHE_DIR`` a
+new directory, so every kernel compiles) and with the cache that run left (so they load), each in
+a fresh process.
+
+Run from the repository root::
+
+    python benchmarks/threads.py                       # writes benchmarks/results/threads.md
+    python benchmarks/threads.py --threads 1,2 --repeat 2 --out ''   # a quick look
+
+This is a benchmark, not a test: it prints numbers and asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from peers import GRACE_PERIOD, TAU, cpu_name, log, make_stream, write_result  # noqa: E402
+
+MODELS = {"bag_ht": "OzaBag(HT, 10)", "bag_nb": "OzaBag(NB, 10)"}
+
+COMPILE_SNIPPET = """
+import json, sys, time
+t0 = time.perf_counter()
+from ensembles import OnlineBagging
+from learners import HoeffdingTree
+X = [{"a": float(i % 7), "b": "xyz"[i % 3], "c": (i * 37 % 101) / 101.0} for i in range(400)]
+y = ["yn"[(i % 7) > 3] for i in range(400)]
+model = OnlineBagging(HoeffdingTree(grace_period=50), n_models=4, seed=1)
+t1 = time.perf_counter()
+model.predict_learn_many(X[:200], y[:200])
+t2 = time.perf_counter()
+model.threads = 2
+model.predict_learn_many(X[200:], y[200:])
+t3 = time.perf_counter()
+print(json.dumps({"import": t1 - t0, "serial": t2 - t1, "parallel": t3 - t2}))
+"""
+
+
+def factory(key: str, threads: int) -> Any:
+    from ensembles import OnlineBagging
+    from learners import HoeffdingTree, NaiveBayes
+
+    if key == "bag_ht":
+        learner = HoeffdingTree(grace_period=GRACE_PERIOD, delta=1e-7, tau=TAU)
+    else:
+        learner = NaiveBayes()
+    return OnlineBagging(learner, n_models=10, seed=1, threads=threads)
+
+
+def timed_loop(model: Any, xs: list, ys: list, batch: int, call: str) -> tuple[float, float]:
+    """Wall seconds and process CPU seconds of the batch loop (``call``: ``predict_learn_many``,
+    the prequential loop, or ``learn_many``)."""
+    run = getattr(model, call)
+    t0, c0 = time.perf_counter(), time.process_time()
+    for i in range(0, len(xs), batch):
+        run(xs[i : i + batch], ys[i : i + batch])
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+class CriticalPath:
+    """CPU seconds of the loop's critical path on idle cores, from thread CPU times, which other
+    load on the machine disturbs much less than wall time: the calling thread's CPU outside the
+    member groups (encoding, output, combining votes, growing arrays) plus, for each parallel
+    phase, the CPU of its slowest group. ``cpu(1 thread) / critical path`` estimates the speed-up
+    that idle cores would give."""
+
+    def __init__(self) -> None:
+        from ensembles import _kernels, backends
+
+        self.kernels, self.backends = _kernels, backends
+        self.groups: list[tuple[int, int, float]] = []  # (phase, thread, cpu seconds)
+        self.phase = 0
+
+    def __enter__(self) -> CriticalPath:
+        import threading
+
+        real_run, real_phase = self.kernels.bagging_members, self.backends.MemberThreads._phase
+
+        def run(*args: Any) -> None:
+            c = time.thread_time()
+            real_run(*args)
+            self.groups.append((self.phase, threading.get_ident(), time.thread_time() - c))
+
+        def phase(obj: Any, *args: Any) -> None:
+            self.phase += 1
+            real_phase(obj, *args)
+
+        self._saved = (real_run, real_phase)
+        self.kernels.bagging_members = run
+        self.backends.MemberThreads._phase = phase  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kernels.bagging_members, self.backends.MemberThreads._phase = self._saved
+
+    def seconds(self, caller_cpu: float, caller: int) -> float:
+        mine = sum(c for _, t, c in self.groups if t == caller)
+        slowest: dict[int, float] = {}
+        for ph, _, c in self.groups:
+            slowest[ph] = max(slowest.get(ph, 0.0), c)
+        return caller_cpu - mine + sum(slowest.values())
+
+
+def critical_path(model: Any, xs: list, ys: list, batch: int, call: str) -> float:
+    """The loop's critical-path CPU seconds (``CriticalPath``)."""
+    import threading
+
+    run = getattr(model, call)
+    with CriticalPath() as cp:
+        c0 = time.thread_time()
+        for i in range(0, len(xs), batch):
+            run(xs[i : i + batch], ys[i : i + batch])
+        caller_cpu = time.thread_time() - c0
+    return cp.seconds(caller_cpu, threading.get_ident())
+
+
+def curve(args: argparse.Namespace) -> dict[str, list[dict]]:
+    stream = make_stream(args.n)
+    xs = [x for x, _ in stream]
+    ys = [y for _, y in stream]
+    warm = args.warmup
+    runs: dict[str, list[dict]] = {}
+    for key in args.models:
+        for t in args.threads:  # compile / load every kernel first, untimed
+            timed_loop(factory(key, t), xs[:warm], ys[:warm], args.batch_size, args.calls[0])
+        for call in args.calls:
+            rs = runs[f"{key} {call}"] = []
+            for rnd in range(args.repeat):
+                order = args.threads if rnd % 2 == 0 else list(reversed(args.threads))
+                for t in order:
+                    load = os.getloadavg()[0]
+                    wall, cpu = timed_loop(factory(key, t), xs, ys, args.batch_size, call)
+                    crit = cpu
+                    if t > 1:
+                        crit = critical_path(factory(key, t), xs, ys, args.batch_size, call)
+                    rs.append({"threads": t, "round": rnd, "load": load, "wall_s": wall,
+                               "cpu_s": cpu, "critical_cpu_s": crit, "rate": len(xs) / wall})  # fmt: skip
+                    log(args, f"{MODELS[key]:<15} {call:<18} threads={t} round {rnd}: "
+                              f"{len(xs) / wall:>9,.0f} ex/s  cpu/wall {cpu / wall:.2f}  load "
+                              f"{load:.2f}  critical path {crit:.3f} s of {cpu:.3f} s CPU")  # fmt: skip
+    return runs
+
+
+def compile_cost(args: argparse.Namespace) -> list[dict]:
+    """First calls in fresh processes: cold numba cache, then the cache it left."""
+    out = []
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(ROOT)}
+        for label in ("empty cache", "warm cache"):
+            res = subprocess.run([sys.executable, "-c", COMPILE_SNIPPET], env=env, check=True,
+                                 capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+            row = json.loads(res.stdout.strip().splitlines()[-1])
+            row["cache"] = label
+            out.append(row)
+            log(args, f"compile ({label}): serial batch {row['serial']:.2f} s, first parallel "
+                      f"batch {row['parallel']:.2f} s")  # fmt: skip
+    return out
+
+
+def report(runs: dict[str, list[dict]], compiles: list[dict], args: argparse.Namespace) -> str:
+    parts = []
+    head = ("| model, call | threads | ex/s (median) | speed-up | critical-path speed-up | every run: "
+            "ex/s (cpu/wall, load) |")  # fmt: skip
+    rows = [head, "|---|---|---|---|---|---|"]
+    for key, rs in runs.items():
+        model, call = key.split(" ")
+        first = [r for r in rs if r["threads"] == args.threads[0]]
+        base = statistics.median(r["rate"] for r in first)
+        base_cpu = statistics.median(r["cpu_s"] for r in first)
+        for t in args.threads:
+            mine = [r for r in rs if r["threads"] == t]
+            med = statistics.median(r["rate"] for r in mine)
+            crit = base_cpu / statistics.median(r["critical_cpu_s"] for r in mine)
+            every = "; ".join(f"{r['rate']:,.0f} ({r['cpu_s'] / r['wall_s']:.2f}, {r['load']:.1f})"
+                              for r in mine)  # fmt: skip
+            rows.append(f"| {MODELS[model]} `{call}` | {t} | {med:,.0f} | {med / base:.2f}× | {crit:.2f}× | "
+                        f"{every} |")  # fmt: skip
+    parts.append("\n".join(rows))
+    if compiles:
+        crow = ["| numba cache | import | first batch, 1 thread | first batch, 2 threads |",
+                "|---|---|---|---|"]  # fmt: skip
+        crow += [f"| {c['cache']} | {c['import']:.2f} s | {c['serial']:.2f} s | "
+                 f"{c['parallel']:.2f} s |" for c in compiles]  # fmt: skip
+        parts.append("First calls, each in a fresh process (OzaBag(HT, 4), 200-row batches):\n\n"
+                     + "\n".join(crow))  # fmt: skip
+    return "\n\n".join(parts)
+
+
+def environment(args: argparse.Namespace, load_before: tuple[float, ...]) -> str:
+    import numba
+
+    cpu = cpu_name()
+    after = os.getloadavg()
+    return (f"Agrawal(classification_function=2, seed=7, perturbation=0.05), n={args.n:,}, "
+            f"batch {args.batch_size}, M=10, seed 1, HT grace period {GRACE_PERIOD}, delta 1e-7; "
+            f"{args.repeat} round(s) per thread count, alternating order.  \n"
+            f"{cpu}, {os.cpu_count()} cores (shared with other work: see the load per run); "
+            f"load average {load_before[0]:.2f} before / {after[0]:.2f} after; numba "
+            f"{numba.__version__}.")  # fmt: skip
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--n", type=int, default=20_000, help="examples in the stream (20000)")
+    p.add_argument("--threads", default="1,2,3,4", help="thread counts (1,2,3,4); the first is "
+                   "the speed-up's base")  # fmt: skip
+    p.add_argument("--models", default=",".join(MODELS), help=f"comma list of {','.join(MODELS)}")
+    p.add_argument("--batch-size", type=int, default=1000, help="rows per batch (1000)")
+    p.add_argument("--calls", default="predict_learn_many,learn_many",
+                   help="batch calls timed (predict_learn_many,learn_many)")  # fmt: skip
+    p.add_argument("--warmup", type=int, default=2000, help="untimed warm-up rows per count")
+    p.add_argument("--repeat", type=int, default=3, help="rounds over the thread counts (3)")
+    p.add_argument("--compile", action="store_true", help="also time the first parallel calls")
+    p.add_argument("--shared-struct", action="store_true",
+                   help="every thread reads the bank through one struct, as before thread_views "
+                   "(to measure what the contended reference counts cost)")  # fmt: skip
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "threads.md"),
+                   help="markdown results file ('' to not write)")  # fmt: skip
+    p.add_argument("--json", default="", help="also write every run as JSON here")
+    p.add_argument("-q", "--quiet", dest="verbose", action="store_false", help="no progress")
+    args = p.parse_args(argv)
+    args.threads = [int(t) for t in args.threads.split(",") if t.strip()]
+    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+    args.calls = [c.strip() for c in args.calls.split(",") if c.strip()]
+    if bad := set(args.calls) - {"predict_learn_many", "learn_many"}:
+        p.error(f"unknown call(s) {sorted(bad)}; choose predict_learn_many, learn_many")
+    if bad := set(args.models) - set(MODELS):
+        p.error(f"unknown model(s) {sorted(bad)}; choose from {', '.join(MODELS)}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.shared_struct:
+        from ensembles import backends
+
+        backends.CompiledBackend.thread_views = lambda self, B, n: [B] * n  # type: ignore[method-assign]
+    load_before = os.getloadavg()
+    compiles = compile_cost(args) if args.compile else []
+    runs = curve(args)
+    body = report(runs, compiles, args)
+    env = environment(args, load_before)
+    print(body + "\n\n" + env)  # noqa: T201
+    if args.out:
+        write_result(args.out, "Member-parallel bagging: examples per second by threads",
+                     "threads.py", sys.argv[1:] if argv is None else argv, f"{body}\n\n{env}\n")  # fmt: skip
+    if args.json:
+        Path(args.json).write_text(json.dumps({"runs": runs, "compile": compiles}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
