@@ -14,7 +14,6 @@ which it is.
 
 from __future__ import annotations
 
-import copy
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
@@ -118,22 +117,15 @@ class CompiledBackend:
         numba counts the references to an owned array in its ``MemInfo``, atomically, on every
         read of a struct field; threads reading the same owned arrays contend for those counters
         (measured: two threads on two cores ran OzaBag(HT, 10) at half the speed of one). The
-        bank's struct holds unowned views (``learners.compiled.unowned``) but for the pools a
-        kernel grew, which it owns; each twin is ``make_bank`` (``TreeBank.view``) over the
-        current arrays, all unowned (``memoryview`` wrappers: were a numba ``MemInfo`` the
-        base, its count would be shared again). Kept while ``B`` and its pools are the same,
-        within one batch: a twin never outlives the arrays it views."""
+        struct's fields are unowned views (``learners.compiled.unowned``), but the struct itself
+        is counted on every kernel call, so each thread gets its own (``TreeBank.thread_view``
+        over the current pools, which a kernel may have grown). Kept while ``B`` and its pools
+        are the same, within one batch: a twin never outlives the arrays it views."""
         generation = compiled(_kernels.pool_generation)(B)
         held, held_gen, views = self._views
         if held is not B or held_gen != generation or len(views) < n:
-            wc, wv, gc, gv = compiled(_kernels.pool_arrays)(B)
-            T = self.bank.T._replace(wc=wc, wv=wv, gc=gc, gv=gv)  # (kernels may have grown them)
-            views = []
-            for _ in range(n):
-                twin = copy.copy(self.bank)
-                twin.T = type(T)(*(_own_counts(a) for a in T))
-                twin.B = None
-                views.append(twin.view(interpreted=False))
+            pools = compiled(_kernels.pool_arrays)(B)  # (kernels may have grown them)
+            views = [self.bank.thread_view(pools) for _ in range(n)]
             self._views = (B, generation, views)
         return views[:n]
 
@@ -273,14 +265,6 @@ class MemberThreads:
         for e in errors:
             if e is not None:
                 raise e
-
-
-def _own_counts(a: np.ndarray) -> np.ndarray:
-    """The same buffer as ``a`` in an array whose base is not numba's (see ``thread_views``)."""
-    out = np.asarray(memoryview(a))  # type: ignore[arg-type]  # (ndarray is a buffer)
-    if out.dtype != a.dtype or out.shape != a.shape:  # (a format memoryview renders otherwise)
-        out = np.lib.stride_tricks.as_strided(a, a.shape, a.strides)
-    return out
 
 
 _pool: ThreadPoolExecutor | None = None
