@@ -21,6 +21,7 @@ from ._tree import (
     TreeParams,
     TreeState,
     build_index,
+    canonical,
     interpreted_bank,
     make_bank,
     pools,
@@ -45,6 +46,11 @@ from .jit import MODE, interpreting, twin_of
 from .jit import kernel as jit_kernel
 from .limits import LimitError, Limits
 from .schema import FeatureTypeError, Schema
+
+# the integer arrays a saved state stores as int32 when their values fit (version 4)
+_NARROW = tuple(name for name in STATE_FIELDS if name not in ("thr", "last", "mc_ok", "nb_ok",
+                                                               "wv", "gv"))  # fmt: skip
+_I32 = np.iinfo(np.int32)
 
 # the arrays of a version-1 state, in its order (dense leaf blocks "cat", "catw", "nvals", "num")
 _V1_FIELDS = ("kind", "attr", "thr", "slot", "child", "sibling", "branch", "depth", "dist",
@@ -457,16 +463,39 @@ class TreeBank:
         return None
 
     # --------------------------------------------------------------------------- state
-    def state_arrays(self, prefix: str = "tree.") -> dict[str, np.ndarray]:
-        """The saved arrays (``STATE_FIELDS``), trimmed to what is used: capacity and the index
-        do not affect results."""
+    def _live(self, copy: bool) -> tuple[Capacity, TreeState | None]:
+        """What a saved state holds: the canonical widths (the largest member's live rows and
+        class entries, see ``canonical``) and, with ``copy``, the live rows in canonical order.
+        Capacity, freed rows, dead class entries and the index do not affect results."""
         self.sync()
-        T = self.T
-        size = _used(T)
+        counts = np.zeros((self.M, 7), np.int64)
+        interp = MODE.interpreted and interpreting()
+        run = jit_kernel(canonical)
+        src = self.view(interp)
+        run(src, src, counts, False)
+        most = [int(c) for c in counts.max(axis=0)] if self.M else [0] * 7
+        size = Capacity(nodes=most[0], slots=most[1], features=most[2], values=most[3],
+                        observers=most[4], keys=1, weights=most[5], gaussians=most[6])  # fmt: skip
+        if not copy:
+            return size, None
+        C = _alloc(self.M, size)
+        dst = interpreted_bank(C, self.params) if interp else make_bank(C, self.params)
+        run(src, dst, counts, True)
+        return size, C
+
+    def state_arrays(self, prefix: str = "tree.") -> dict[str, np.ndarray]:
+        """The saved arrays (``STATE_FIELDS``): the live rows and class entries only, renumbered
+        canonically (``canonical``: a state depends on what the model holds, not on when its
+        arrays grew, were compacted or reloaded), integer arrays as int32 when their values fit
+        (all, within the default limits)."""
+        _, C = self._live(copy=True)
+        assert C is not None
         out = {}
-        for name in STATE_FIELDS:  # copies: the model goes on learning in place
-            a = getattr(T, name)
-            out[prefix + name] = np.array(a[_cut(name, a, size)], copy=True)
+        for name in STATE_FIELDS:
+            a = getattr(C, name)
+            if name in _NARROW and (a.size == 0 or (_I32.min <= a.min() and a.max() <= _I32.max)):
+                a = a.astype(np.int32)
+            out[prefix + name] = a
         return out
 
     def load_arrays(self, arrays: dict[str, np.ndarray], prefix: str = "tree.") -> None:
@@ -514,6 +543,8 @@ class TreeBank:
                 raise ValueError(f"state has no array {key} (a state of an older format?)")
             a = np.asarray(arrays[key])
             want = np.float64 if name in _FLOAT_FIELDS else np.int64
+            if want is np.int64 and a.dtype == np.int32:  # version 4 narrows what fits
+                a = a.astype(np.int64)
             if a.dtype != want:
                 raise ValueError(f"state array {key} has dtype {a.dtype}, want {want}")
             parts[name] = a
@@ -632,25 +663,31 @@ class TreeBank:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the saved arrays (``state_arrays``), computed without copying them."""
-        self.sync()
+        """Bytes of the saved arrays (``state_arrays``)."""
+        return sum(a.nbytes for a in self.state_arrays().values())
+
+    @property
+    def live_bytes(self) -> int:
+        """Bytes the live rows and class entries take in memory (int64 / float64, canonical
+        widths as in ``state_arrays``), computed without copying them."""
+        size, _ = self._live(copy=False)
         T = self.T
-        size = _used(T)
         total = 0
         for name in STATE_FIELDS:
             a = getattr(T, name)
+            cut = _cut(name, a, size)
             total += a.itemsize * math.prod(len(range(*sl.indices(n)))
-                                            for sl, n in zip(_cut(name, a, size), a.shape, strict=True))  # fmt: skip
+                                            for sl, n in zip(cut, a.shape, strict=True))  # fmt: skip
         return total
 
     def check_bytes(self) -> None:
-        """``LimitError`` if the model is over its ``max_state_bytes`` (arrays in use + schema
-        text): checked before learning. Cheap while the allocated arrays are within it."""
+        """``LimitError`` if the model is over its ``max_state_bytes`` (live rows in memory, see
+        ``live_bytes``, + schema text): checked before learning. Cheap while the allocated arrays are within it."""
         limit = self.limits.max_state_bytes
         text = self.schema.text_bytes
         if self._alloc_bytes + text <= limit:
             return
-        used = self.nbytes + text
+        used = self.live_bytes + text
         if used > limit:
             raise LimitError("max_state_bytes", limit, "model",
                              f"the model's state is {used:,} bytes: it learns no more")  # fmt: skip

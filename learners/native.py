@@ -17,8 +17,10 @@ from .limits import Limits, ParamError
 from .schema import Schema
 
 STATE_FORMAT = "chorus-state"
-STATE_VERSION = 3  # 2: sparse leaf statistics; 3: and sparse over the classes
-READABLE_VERSIONS = (1, 2, 3)  # versions 1 (dense leaf blocks) and 2 are converted on load
+# 2: sparse leaf statistics; 3: and sparse over the classes; 4: live rows only, in canonical
+# order, integer arrays int32 where their values fit
+STATE_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)  # versions 1 (dense leaf blocks) and 2 are converted on load
 
 _CRITERIA = {"info_gain": _tree.CRIT_INFO_GAIN, "gini": _tree.CRIT_GINI}
 _LEAF_PRED = {"mc": _tree.PRED_MC, "nb": _tree.PRED_NB, "nba": _tree.PRED_NBA}
