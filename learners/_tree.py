@@ -65,6 +65,11 @@ never saved, finds a leaf's rows: ``f_of [M, L, a]`` / ``o_of [M, L, j]`` for th
 open-addressing hash table (``hkey``/``hval``, linear probing, backward-shift deletion) keyed by
 (slot, kind, id).
 
+Saved state. ``canonical`` gives what ``to_state`` saves: each member's live rows renumbered in
+the order of a walk of its tree and its class blocks laid out as a compaction would, without
+freed rows, dead entries or capacity (so a state depends only on what the model holds); every
+list keeps its items, order and pending part, so a loaded copy goes on exactly.
+
 Codes: ``xn`` numeric values (NaN = missing), ``xc`` category codes (-1 missing, -2 unseen).
 """
 
@@ -527,8 +532,8 @@ def compact_rows(cls, val, width, at, ln, n_rows, m, tc, tv, pos):
 def must_compact(used, dead, m):
     """Whether member m's blocks are compacted before its next new block: when at least half of
     what it used is garbage. Decided on used and garbage only, never on the capacity, so that the
-    layout (saved in the state) does not depend on when arrays grew or whether a state was
-    reloaded."""
+    layout does not depend on when arrays grew (a saved state is canonical either way: see
+    ``canonical``)."""
     return dead[m] >= 32 and 2 * dead[m] >= used[m]
 
 
