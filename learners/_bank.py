@@ -463,10 +463,10 @@ class TreeBank:
         return None
 
     # --------------------------------------------------------------------------- state
-    def _live(self, copy: bool) -> tuple[Capacity, TreeState | None]:
-        """What a saved state holds: the canonical widths (the largest member's live rows and
-        class entries, see ``canonical``) and, with ``copy``, the live rows in canonical order.
-        Capacity, freed rows, dead class entries and the index do not affect results."""
+    def _canonical(self) -> TreeState:
+        """The live rows and class entries of every member in canonical order (``canonical``),
+        in arrays as wide as the largest member's: what a saved state holds. Capacity, freed
+        rows, dead class entries and the index do not affect results."""
         self.sync()
         counts = np.zeros((self.M, 7), np.int64)
         interp = MODE.interpreted and interpreting()
@@ -476,20 +476,17 @@ class TreeBank:
         most = [int(c) for c in counts.max(axis=0)] if self.M else [0] * 7
         size = Capacity(nodes=most[0], slots=most[1], features=most[2], values=most[3],
                         observers=most[4], keys=1, weights=most[5], gaussians=most[6])  # fmt: skip
-        if not copy:
-            return size, None
         C = _alloc(self.M, size)
         dst = interpreted_bank(C, self.params) if interp else make_bank(C, self.params)
         run(src, dst, counts, True)
-        return size, C
+        return C
 
     def state_arrays(self, prefix: str = "tree.") -> dict[str, np.ndarray]:
         """The saved arrays (``STATE_FIELDS``): the live rows and class entries only, renumbered
         canonically (``canonical``: a state depends on what the model holds, not on when its
         arrays grew, were compacted or reloaded), integer arrays as int32 when their values fit
         (all, within the default limits)."""
-        _, C = self._live(copy=True)
-        assert C is not None
+        C = self._canonical()
         out = {}
         for name in STATE_FIELDS:
             a = getattr(C, name)
@@ -668,10 +665,15 @@ class TreeBank:
 
     @property
     def live_bytes(self) -> int:
-        """Bytes the live rows and class entries take in memory (int64 / float64, canonical
-        widths as in ``state_arrays``), computed without copying them."""
-        size, _ = self._live(copy=False)
+        """Bytes the rows and class entries in use take in memory (int64 / float64, as wide as
+        the largest member's): live class entries, rows up to their high-water marks (freed rows
+        are few: a leaf that splits hands its rows to its children). O(members), no copy."""
+        self.sync()
         T = self.T
+        size = _used(T)._replace(
+            slots=int((T.n_slots - T.n_free).max()), weights=int((T.w_used - T.w_dead).max()),
+            gaussians=int((T.g_used - T.g_dead).max()),
+        )  # fmt: skip
         total = 0
         for name in STATE_FIELDS:
             a = getattr(T, name)
