@@ -246,6 +246,16 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         st = self.to_state()
         return len(json.dumps(st["header"])) + sum(a.nbytes for a in st["arrays"].values())
 
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes the model holds in memory: compiled members' arrays as allocated (room to grow
+        and the row index: several times the compact ``state_bytes``) plus the ensemble's own
+        arrays; with Python members, twice the saved state (arrays grow by doubling)."""
+        bank = getattr(self._backend, "bank", None)
+        if bank is None:
+            return 2 * self.state_bytes
+        return bank.memory_bytes + sum(a.nbytes for a in self._extra_arrays().values())
+
     def _extra_arrays(self) -> dict[str, np.ndarray]:
         return {}
 

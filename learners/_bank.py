@@ -664,6 +664,13 @@ class TreeBank:
         return sum(a.nbytes for a in self.state_arrays().values())
 
     @property
+    def memory_bytes(self) -> int:
+        """Bytes the bank's arrays take in memory: allocated, with their room to grow and the
+        row index (several times ``nbytes``, the compact saved state). Reads only: the runs
+        hand grown pools to ``T`` (``sync``) before they return."""
+        return sum(a.nbytes for a in self.T)
+
+    @property
     def live_bytes(self) -> int:
         """Bytes the rows and class entries in use take in memory (int64 / float64, as wide as
         the largest member's): live class entries, rows up to their high-water marks (freed rows

@@ -198,6 +198,11 @@ class NativeLearner(ManyMixin, RiverEstimator):
     def state_bytes(self) -> int:
         return self._bank.nbytes
 
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes the learner holds in memory (its arrays as allocated, index included)."""
+        return self._bank.memory_bytes
+
 
 class HoeffdingTree(NativeLearner):
     """Hoeffding tree (VFDT; Domingos & Hulten 2000), as MOA's ``HoeffdingTree``.

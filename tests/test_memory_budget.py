@@ -166,3 +166,21 @@ def test_idempotency_keys_count_as_they_come_and_survive_eviction(make_client):
             r = c.post("/learn", json=body)
             assert r.status_code == 200 and r.json()["duplicate"] is True, r.text
             assert c.get(f"/models/u{m}").json()["n_seen"] == 1500
+
+
+def test_a_models_cost_counts_its_arrays_in_memory_not_its_compact_state():
+    """The saved state is compact (live rows, int32): a loaded model takes several times its
+    ``state_bytes``. The budget's estimate must cover the arrays as allocated."""
+    from app.registry.handles import Handle, estimate_cost
+    from ensembles import build_model
+
+    model = build_model({"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 4,
+                         "seed": 1})  # fmt: skip
+    xs = [{"u": f"user{i % 3000}", "x": float(i % 17)} for i in range(6000)]
+    model.learn_many(xs, ["ab"[(i * 7) % 3 == 0] for i in range(6000)])
+    arrays = sum(a.nbytes for a in model._backend.bank.T)  # what is held: allocated arrays
+    assert model.memory_bytes == arrays
+    h = Handle("m", {}, model)
+    cost = estimate_cost(h)
+    assert cost >= arrays + MODEL_OVERHEAD
+    assert arrays > 2 * model.state_bytes, "the compact state is no longer smaller: recheck"

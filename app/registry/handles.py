@@ -23,12 +23,20 @@ def key_cost(key: str, answer: bytes) -> int:
     return len(key) + len(answer) + KEY_OVERHEAD
 
 
-def estimate_cost(h: Handle, state_bytes: int) -> int:
-    """Estimated bytes a loaded model holds: its state arrays with room to grow (arrays grow by
-    doubling, so up to twice what is in use), its filter of seen ids and the ids not yet in the
-    store (durability ``none``), and :data:`MODEL_OVERHEAD`."""
+def model_bytes(model: Any) -> int:
+    """Bytes a loaded model's arrays take in memory: its ``memory_bytes`` (native learners and
+    their ensembles: the arrays as allocated, with the row index), else twice its saved state
+    (arrays grow by doubling). The saved state is compact (live rows only, int32 where values
+    fit): a loaded tree ensemble takes about four times its ``state_bytes``."""
+    mb = getattr(model, "memory_bytes", None)
+    return int(mb) if mb is not None else 2 * int(model.state_bytes)
+
+
+def estimate_cost(h: Handle) -> int:
+    """Estimated bytes a loaded model holds: its arrays (``model_bytes``), its filter of seen
+    ids and the ids not yet in the store (durability ``none``), and :data:`MODEL_OVERHEAD`."""
     unsaved = sum(key_cost(k, v) for k, (_, v) in h.unsaved_ids.items())
-    return MODEL_OVERHEAD + 2 * state_bytes + h.ids.nbytes + unsaved
+    return MODEL_OVERHEAD + model_bytes(h.model) + h.ids.nbytes + unsaved
 
 
 class ModelMetrics(Prequential):

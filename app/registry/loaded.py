@@ -66,7 +66,7 @@ class LoadedModels:
     def add(self, h: Handle) -> None:
         """Hold a model (just declared or loaded) as the most recently used one."""
         if not h.cost:
-            h.cost = estimate_cost(h, h.model.state_bytes)
+            h.cost = estimate_cost(h)
         self.drop(h.name)
         self._handles[h.name] = h
         self.resident_bytes += h.cost

@@ -137,7 +137,7 @@ class Recovery:
         # after the replay: every id of an entry the model applied is in the store by now (the
         # append wrote both at once); entries appended later add theirs when they are replayed
         h.ids.add_all(await store_call(self.store.key_names(name)), h.seq)
-        h.cost = estimate_cost(h, model.state_bytes)
+        h.cost = estimate_cost(h)
         return h
 
     async def replay(self, h: Handle, *, keys: bool = False) -> int:
@@ -200,7 +200,7 @@ class Recovery:
         h.last_snapshot = time.monotonic()
         h.unsaved_ids.clear()
         await self._forget_old_keys(h, horizon)
-        h.cost = estimate_cost(h, len(blob))  # the arrays as snapshotted, the ids' filter
+        h.cost = estimate_cost(h)  # the arrays now, the ids' filter after forgetting
 
     async def _forget_old_keys(self, h: Handle, horizon: int) -> None:
         """Drop the ids of entries at or before ``horizon`` (behind the window): from the store
