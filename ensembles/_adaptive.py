@@ -287,12 +287,26 @@ def adaptive_rows(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn
     hint = np.full((B.kind.shape[0], 2), -1, dtype=np.int64)
     # reference-count-free views (learners.compiled.unowned): the arguments are held by the
     # caller, the buffers by this frame until keep_alive
-    done = adaptive_loop(B, unowned(ipar), st, unowned(xn), unowned(xc), unowned(ys), unowned(ws),
+    done = adaptive_loop(B, unowned(ipar), unowned_state(st), unowned(xn), unowned(xc), unowned(ys), unowned(ws),
                          unowned(seqs), start, do_predict, do_learn, unowned(out), unowned(n_cls),
                          unowned(code_attr), need, method, unowned(pk), unowned(pv),
                          unowned(hint))  # fmt: skip
     keep_alive(pk, pv, hint)
     return done
+
+
+@nb.njit(cache=True)
+def unowned_state(st):
+    """``st`` with ``unowned`` views of its arrays (its owner, the caller's argument, outlives
+    the rows loop)."""
+    a = st.adwin
+    return AdaptiveState(
+        unowned(st.fpar),
+        AdwinState(unowned(a.tot), unowned(a.var), unowned(a.cnt), unowned(a.fs), unowned(a.iv)),
+        unowned(st.ddm), unowned(st.win_pred), unowned(st.win_y), unowned(st.win_ok),
+        unowned(st.win_n), unowned(st.resets), unowned(st.counters), unowned(st.mpred),
+        unowned(st.lam),
+    )  # fmt: skip
 
 
 @nb.njit(cache=True)
