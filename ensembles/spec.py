@@ -8,7 +8,7 @@ from learners import NativeLearner
 from learners.jit import is_cached
 from learners.mlp import mlp_run
 
-from . import _adaptive
+from . import _adaptive, _kernels
 from .bagging import OnlineBagging
 from .base import OnlineEnsemble, check_spec_keys
 from .boosting import OnlineBoosting
@@ -24,12 +24,19 @@ ENSEMBLES: dict[str, type[OnlineEnsemble]] = {
 
 def run_kernels(ensemble: str) -> tuple:
     """The compiled run kernels a model of ensemble kind ``ensemble`` (``build_model`` names) may
-    call: the kind's own, the adaptive one of its drift options, and the MLP learner's (an MLP
-    member runs its own kernel; the native learners share the ensemble's)."""
+    call: the kind's own, the adaptive one of its drift options, bagging's member-parallel ones,
+    and the MLP learner's (an MLP member runs its own kernel; the native learners share the
+    ensemble's)."""
     own = ENSEMBLES[ensemble]._kernel
     adaptive = {"bagging": (_adaptive.adaptive_run,),
                 "boosting": (_adaptive.boosting_adaptive_run,)}.get(ensemble, ())  # fmt: skip
-    return (own, *adaptive, mlp_run)
+    # bagging's member-parallel batches (CHORUS_THREADS > 1; app.warmup compiles them too)
+    parallel = (
+        (_kernels.bagging_members, _kernels.make_room, _kernels.bagging_votes)
+        if ensemble == "bagging"
+        else ()
+    )
+    return (own, *adaptive, *parallel, mlp_run)
 
 
 def kernels_cached(ensemble: str) -> bool:

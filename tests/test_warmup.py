@@ -145,3 +145,17 @@ def test_first_requests_compile_nothing_after_the_warm_up():
     assert out.returncode == 0, out.stderr[-3000:]
     cold = json.loads(out.stdout.strip().splitlines()[-1])
     assert cold == [], f"kernels left out of the warm-up: {cold}"
+
+
+def test_readiness_waits_for_every_kernel_a_kind_may_run():
+    """``kernels_cached`` (what start-up and ``/readyz`` check) covers the drift-adaptive, MLP
+    and member-parallel kernels as well as the kind's own: a cache holding only the serial ones
+    must not count as warm, or the first batch under CHORUS_THREADS > 1 compiles in the server."""
+    from ensembles._adaptive import adaptive_run, boosting_adaptive_run
+    from ensembles._kernels import bagging_members, bagging_votes, make_room
+    from ensembles.spec import run_kernels
+    from learners.mlp import mlp_run
+
+    bagging = set(run_kernels("bagging"))
+    assert {adaptive_run, bagging_members, make_room, bagging_votes, mlp_run} <= bagging
+    assert {boosting_adaptive_run, mlp_run} <= set(run_kernels("boosting"))
