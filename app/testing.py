@@ -8,6 +8,7 @@ Not imported by the service itself.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -59,6 +60,58 @@ def wait_ready(url: str, timeout: float = 60.0, proc: subprocess.Popen | None = 
             return
         time.sleep(0.05)
     raise RuntimeError(f"{url} did not answer within {timeout:g} s")
+
+
+class DeployNginx:
+    """The deploy's balancer config (``deploy/nginx-cluster.conf``), run by a real nginx on a
+    free port, its upstream servers replaced by local ``ports`` (routing by model name as
+    deployed). Files live in ``directory`` (created); ``start`` waits for ``/healthz`` through
+    it and raises ``RuntimeError`` with nginx's stderr if it does not come up."""
+
+    def __init__(self, ports: list[int], directory: Path) -> None:
+        import shutil
+
+        self.nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        self.port = free_port()
+        self.directory = directory
+        conf = (ROOT / "deploy/nginx-cluster.conf").read_text()
+        block = re.search(r"(?:    server chorus-\d+:8000([^\n]*)\n)+", conf)
+        assert block is not None, "deploy/nginx-cluster.conf: no upstream server lines"
+        lines = "".join(f"    server 127.0.0.1:{p}{block.group(1)}\n" for p in ports)
+        conf = conf[: block.start()] + lines + conf[block.end() :]
+        conf = conf.replace("listen 80;", f"listen 127.0.0.1:{self.port};")
+        for sub in ("logs", "tmp"):
+            (directory / sub).mkdir(parents=True)
+        (directory / "site.conf").write_text(conf)
+        (directory / "nginx.conf").write_text(
+            "worker_processes 1; pid nginx.pid; error_log logs/error.log;\n"
+            "events { worker_connections 1024; }\n"
+            "http { access_log off; client_body_temp_path tmp; proxy_temp_path tmp;\n"
+            f"  include {directory / 'site.conf'}; }}\n"
+        )
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 10.0) -> None:
+        d = self.directory
+        with open(d / "stderr.log", "wb") as err:
+            self.proc = subprocess.Popen(
+                [self.nginx, "-p", str(d), "-c", str(d / "nginx.conf"), "-g", "daemon off;"],
+                stderr=err,
+            )
+        try:
+            wait_ready(f"{self.url}/healthz", timeout, self.proc)
+        except RuntimeError as exc:
+            self.stop()
+            raise RuntimeError(
+                f"nginx did not start: {exc}\n{(d / 'stderr.log').read_text()}"
+            ) from exc
+
+    def stop(self) -> None:
+        stop_process(self.proc, 10)
 
 
 class RedisServer:

@@ -50,7 +50,7 @@ from conftest import RedisCluster  # noqa: E402  (the tests' real-cluster helper
 from http_load import agrawal, emit, free_port, rss_mb, start_chorus  # noqa: E402
 from peers import write_result  # noqa: E402
 
-from app.testing import stop_process, wait_ready  # noqa: E402
+from app.testing import DeployNginx  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LUA = Path(__file__).resolve().parent / "load_mixed.lua"
@@ -83,42 +83,16 @@ def children(pid: int) -> list[int]:
     return out
 
 
-class Nginx:
-    """The deploy's nginx config (``deploy/nginx-cluster.conf``) in front of ``ports``."""
+class Nginx(DeployNginx):
+    """The deploy's nginx in front of ``ports``, started, with its processes for CPU accounting."""
 
     def __init__(self, ports: list[int], directory: Path) -> None:
-        conf = (ROOT / "deploy/nginx-cluster.conf").read_text()
-        lines = [f"    server 127.0.0.1:{p} max_fails=1 fail_timeout=5s;" for p in ports]
-        conf = re.sub(r"(    server chorus-\d:8000[^\n]*\n)+", "\n".join(lines) + "\n", conf)
-        self.port = free_port()
-        conf = conf.replace("listen 80;", f"listen 127.0.0.1:{self.port};")
-        directory.mkdir(parents=True)
-        (directory / "logs").mkdir()
-        (directory / "tmp").mkdir()
-        (directory / "site.conf").write_text(conf)
-        (directory / "nginx.conf").write_text(
-            "worker_processes 1; pid nginx.pid; error_log logs/error.log;\n"
-            "events { worker_connections 1024; }\n"
-            "http { access_log off; client_body_temp_path tmp; proxy_temp_path tmp;\n"
-            f"  include {directory / 'site.conf'}; }}\n"
-        )
-        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-        self.proc = subprocess.Popen(
-            [nginx, "-p", str(directory), "-c", str(directory / "nginx.conf"), "-g",
-             "daemon off;"],
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        wait_ready(f"{self.url}/healthz", 10, self.proc)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        super().__init__(ports, directory)
+        self.start()
 
     def pids(self) -> list[int]:
+        assert self.proc is not None
         return [self.proc.pid, *children(self.proc.pid)]
-
-    def stop(self) -> None:
-        stop_process(self.proc, 10)
 
 
 def run_wrk(url: str, conns: int, seconds: float, args, run_id: str, watched: dict[str, list[int]],

@@ -329,43 +329,19 @@ class _Backend:
 def balancer(tmp_path):
     """The deploy's nginx config, run by a real nginx, in front of two stand-in instances."""
     import shutil
-    import subprocess
 
-    from app.testing import free_port, wait_ready
+    from app.testing import DeployNginx
 
-    nginx = shutil.which("nginx") or (
-        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
-    )
-    if nginx is None:
+    if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
         pytest.skip("nginx is not installed (bash .ci/test installs it)")
     backends = [_Backend("chorus-1"), _Backend("chorus-2")]
-    port = free_port()
-    conf = (ROOT / "deploy/nginx-cluster.conf").read_text()
-    for k, b in enumerate(backends, 1):
-        conf = conf.replace(f"server chorus-{k}:8000", f"server 127.0.0.1:{b.port}")
-    conf = conf.replace("listen 80;", f"listen 127.0.0.1:{port};")
-    (tmp_path / "logs").mkdir()
-    (tmp_path / "site.conf").write_text(conf)
-    (tmp_path / "nginx.conf").write_text(
-        "worker_processes 1; pid nginx.pid; error_log logs/error.log;\n"
-        "events { worker_connections 64; }\n"
-        "http { access_log off; client_body_temp_path tmp; proxy_temp_path tmp;\n"
-        f"  include {tmp_path / 'site.conf'}; }}\n"
-    )
-    (tmp_path / "tmp").mkdir()
-    proc = subprocess.Popen(
-        [nginx, "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf"), "-g", "daemon off;"],
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
+    nginx = DeployNginx([b.port for b in backends], tmp_path / "nginx")
     try:
-        wait_ready(url + "/healthz", 10, proc)
+        nginx.start()
     except RuntimeError as exc:
-        proc.kill()
-        pytest.fail(f"nginx did not start: {exc}\n{proc.communicate()[1].decode()}")
-    yield url, backends
-    proc.terminate()
-    proc.wait(10)
+        pytest.fail(str(exc))
+    yield nginx.url, backends
+    nginx.stop()
     for b in backends:
         b.server.shutdown()
 
