@@ -319,12 +319,6 @@ def pool_generation(B):
 
 
 @nb.njit(cache=True)
-def pool_arrays(B):
-    """The class-entry pools' arrays the bank struct holds now (``wc``, ``wv``, ``gc``, ``gv``)."""
-    return B.wc, B.wv, B.gc, B.gv
-
-
-@nb.njit(cache=True)
 def pools_have_room(B, m, w_need, g_need):
     """Whether member m's parts of the pools have ``w_need`` / ``g_need`` free entries."""
     return B.w_used[m] + w_need <= B.wc.shape[1] and B.g_used[m] + g_need <= B.gc.shape[1]

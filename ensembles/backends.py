@@ -124,8 +124,7 @@ class CompiledBackend:
         generation = compiled(_kernels.pool_generation)(B)
         held, held_gen, views = self._views
         if held is not B or held_gen != generation or len(views) < n:
-            pools = compiled(_kernels.pool_arrays)(B)  # (kernels may have grown them)
-            views = [self.bank.thread_view(pools) for _ in range(n)]
+            views = [self.bank.thread_view(B) for _ in range(n)]
             self._views = (B, generation, views)
         return views[:n]
 

@@ -245,15 +245,15 @@ class TreeBank:
             self.B = make_bank(self.T, self.params)
         return self.B
 
-    def thread_view(self, pools: tuple) -> Any:
-        """Another struct over this bank's arrays, with ``pools`` (``(wc, wv, gc, gv)``, the
-        ones the current struct holds: a kernel may have grown them), for a worker thread.
+    def thread_view(self, B: Any) -> Any:
+        """Another struct over this bank's arrays, with the class-entry pools that struct ``B``
+        (this bank's) holds now (a kernel may have grown them), for a worker thread.
 
         numba counts references to a struct on every kernel call, atomically; threads sharing
         one struct contend for that counter (two threads on two cores ran at half the speed of
         one). The struct's fields are unowned views, so it is valid only while these arrays
         are: the caller drops it when the bank's arrays or pools change."""
-        wc, wv, gc, gv = pools
+        wc, wv, gc, gv = pools(B)
         return make_bank(self.T._replace(wc=wc, wv=wv, gc=gc, gv=gv), self.params)
 
     def _init_roots(self) -> None:
