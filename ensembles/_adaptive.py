@@ -43,6 +43,7 @@ from learners.compiled import (
     classes_needed,
     has_room,
     keep_alive,
+    member_buffers,
     tree_learn,
     tree_proba,
     tree_reset,
@@ -282,9 +283,7 @@ def adaptive_rows(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn
     """Predict-then-learn rows ``start..`` with ``method`` (``_kernels.BAGGING``: adaptive
     bagging, or ``BOOSTING``: ADWIN boosting); returns the first row not processed."""
     C = classes_needed(n_cls, ys, start, do_learn)
-    pk = np.empty(C, np.int64)  # a member's sparse probabilities (tree_proba; learning's scratch)
-    pv = np.empty(C)
-    hint = np.full((B.kind.shape[0], 2), -1, dtype=np.int64)
+    pk, pv, hint = member_buffers(B, C)
     # reference-count-free views (learners.compiled.unowned): the arguments are held by the
     # caller, the buffers by this frame until keep_alive
     done = adaptive_loop(B, unowned(ipar), unowned_state(st), unowned(xn), unowned(xc), unowned(ys), unowned(ws),

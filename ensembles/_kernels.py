@@ -17,6 +17,7 @@ from learners.compiled import (
     classes_needed,
     has_room,
     keep_alive,
+    member_buffers,
     scatter,
     tree_learn,
     tree_proba,
@@ -193,9 +194,7 @@ def ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_le
     (``len(ys)`` when done, earlier when the arrays must grow by ``need`` nodes/slots first).
     """
     C = classes_needed(n_cls, ys, start, do_learn)
-    pk = np.empty(C, np.int64)  # a member's sparse probabilities (tree_proba; learning's scratch)
-    pv = np.empty(C)
-    hint = np.full((B.kind.shape[0], 2), -1, dtype=np.int64)  # NB results reused by learning
+    pk, pv, hint = member_buffers(B, C)
     # The rows loop gets reference-count-free views (learners.compiled.unowned): the arguments
     # are held by the caller, the buffers by this frame until keep_alive.
     done = ensemble_rows(B, unowned(ipar), unowned(fstate), unowned(xn), unowned(xc), unowned(ys),
@@ -253,9 +252,7 @@ def boosting_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_le
 def member_learn(B, m, xn, xc, ys, ws, start, n_classes, code_attr, need):
     """Learn weighted rows into member m only (batch fitting and priming)."""
     C = max(n_classes, 2)
-    pk = np.empty(C, np.int64)
-    pv = np.empty(C)
-    hint = np.full((B.kind.shape[0], 2), -1, dtype=np.int64)
+    pk, pv, hint = member_buffers(B, C)
     for r in range(start, xn.shape[0]):
         if not has_room(B, B, need):
             return r
@@ -268,9 +265,7 @@ def member_learn(B, m, xn, xc, ys, ws, start, n_classes, code_attr, need):
 def member_predict(B, m, xn, xc, n_classes, code_attr, out):
     """Class index predicted by member m for every row (-1 where it has no prediction)."""
     C = max(n_classes, 2)
-    pk = np.empty(C, np.int64)
-    pv = np.empty(C)
-    hint = np.full((B.kind.shape[0], 2), -1, dtype=np.int64)
+    pk, pv, hint = member_buffers(B, C)
     for r in range(xn.shape[0]):
         out[r] = argmax(
             pk, pv, tree_proba(B, B, m, xn[r], xc[r], n_classes, code_attr, pk, pv, hint)
@@ -364,9 +359,7 @@ def bagging_members(B, ipar, xn, xc, ys, ws, seqs, n_cls, code_attr, need, do_pr
     (so that all go on together once the arrays have grown); ``progress[m]`` is where a member
     stopped (``stop`` when done)."""
     C = classes_needed(n_cls, ys, base, do_learn)
-    pk = np.empty(C, np.int64)
-    pv = np.empty(C)
-    hint = np.full((B.kind.shape[0], 2), -1, dtype=np.int64)
+    pk, pv, hint = member_buffers(B, C)
     # reference-count-free views (learners.compiled.unowned), as ensemble_run's: the threads
     # share the arguments (held by the caller), the buffers are this frame's until keep_alive
     bagging_member_rows(B, unowned(ipar), unowned(xn), unowned(xc), unowned(ys), unowned(ws),

@@ -1695,6 +1695,14 @@ def classes_needed(n_cls, ys, start, do_learn):
 
 
 @nb.njit(cache=True)
+def member_buffers(B, C):
+    """A run's scratch: ``pk``/``pv`` for a member's sparse probabilities (at least ``C`` classes,
+    see ``classes_needed``; also learning's scratch) and ``hint`` ([M, 2], -1: naive-Bayes
+    results ``tree_proba`` leaves for ``tree_learn`` of the same example)."""
+    return np.empty(C, np.int64), np.empty(C), np.full((B.kind.shape[0], 2), -1, dtype=np.int64)
+
+
+@nb.njit(cache=True)
 def single_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls, code_attr,
                need):  # fmt: skip
     """Predict-then-learn rows ``start..`` with member 0 (a standalone learner).
@@ -1706,9 +1714,7 @@ def single_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_lear
     processed (``len(ys)`` when done; earlier when arrays must grow by ``need`` nodes/slots
     first)."""
     C = classes_needed(n_cls, ys, start, do_learn)
-    pk = np.empty(C, np.int64)
-    pv = np.empty(C)
-    hint = np.full((1, 2), -1, dtype=np.int64)
+    pk, pv, hint = member_buffers(B, C)
     # reference-count-free views (``unowned``): the arguments are held by the caller, the
     # buffers by this frame until keep_alive
     done = single_rows(B, unowned(xn), unowned(xc), unowned(ys), unowned(ws), start, do_predict,

@@ -49,6 +49,7 @@ from ._tree import (
     classes_needed,
     has_room,
     keep_alive,
+    member_buffers,
     scatter,
     single_run,
     tree_learn,
@@ -96,5 +97,6 @@ __all__ = [
     "tree_proba",
     "tree_reset",
     "keep_alive",
+    "member_buffers",
     "unowned",
 ]
