@@ -32,7 +32,8 @@ it — never a block over the global vocabulary or over all classes.
   ``vw_at``/``vw_len``, ``v_code`` the code.
 * numeric observers ``[M, O]`` (one per (leaf, numeric feature) seen): one Gaussian estimator per
   class in ``g_at``/``g_len`` (weight, mean, M2, min, max, and the naive-Bayes variance and its
-  log, cached: ``o_fresh`` is 0 when that cache is stale), ``o_attr`` the feature.
+  log, cached: ``o_fresh`` says which of them are stale, see ``gaussian_cache``), ``o_attr`` the
+  feature.
 
 Class entries. A row's per-class statistics are one *block* of a per-member pool: ``wc``/``wv``
 (class code, weight) for the weight rows of nodes, feature rows and value rows, ``gc``/``gv``
@@ -92,6 +93,7 @@ LEAF, NUMERIC_SPLIT, CATEGORICAL_SPLIT = 0, 1, 2
 PRED_MC, PRED_NB, PRED_NBA, PRED_STUMP = 0, 1, 2, 3
 CRIT_INFO_GAIN, CRIT_GINI = 0, 1
 W, MEAN, M2, MIN, MAX, VAR, LOGVAR = 0, 1, 2, 3, 4, 5, 6
+SETTLED = 2  # o_fresh: the variances are fresh and the pooled variance is positive for good
 NUM_STATS = 7
 WPOOL, GPOOL = 0, 1  # the class-entry pools: weights, Gaussian estimators
 KEY_VALUE, KEY_FEATURE, KEY_OBSERVER, KEY_CHILD = 0, 1, 2, 3  # kinds of index keys
@@ -1048,8 +1050,10 @@ def update_leaf(T, m, node, xn, xc, y, w, code_attr):
                 o = add_observer(T, m, s, j)
             ga = g_at[m, o]
             if y < g_len[m, o] and gc[m, ga + y] == y:  # the usual few classes: no search
+                q = y
                 b = (ga + y) * NUM_STATS
             else:  # a search; or a class new to the observer (the pool may grow: read it anew)
+                q = -1  # (an entry may have been inserted: positions in the block moved)
                 b = entry_of(T, GPOOL, g_at, g_len, m, o, y) * NUM_STATS
                 gc = T.gc
                 gv = T.gv
@@ -1057,13 +1061,36 @@ def update_leaf(T, m, node, xn, xc, y, w, code_attr):
             d = v - gv[m, b + MEAN]
             mean = gv[m, b + MEAN] + d * (w / wn)
             gv[m, b + MEAN] = mean
-            gv[m, b + M2] += w * d * (v - mean)
+            m2_old = gv[m, b + M2]
+            m2 = m2_old + w * d * (v - mean)
+            gv[m, b + M2] = m2
             gv[m, b + W] = wn
             if v < gv[m, b + MIN]:
                 gv[m, b + MIN] = v
             if v > gv[m, b + MAX]:
                 gv[m, b + MAX] = v
-            o_fresh[m, o] = 0  # stale: nb_proba recomputes the variances when needed
+            # the variances cache (gaussian_cache): only entry q is stale if the pooled variance
+            # is known positive (SETTLED) and stays so (this M2 finite and not smaller)
+            fr = o_fresh[m, o]
+            if (q >= 0 and (fr == SETTLED or fr == SETTLED + 1 + q) and 0.0 <= m2_old <= m2
+                    and m2 < np.inf):  # fmt: skip
+                o_fresh[m, o] = SETTLED + 1 + q
+            else:
+                o_fresh[m, o] = 0  # stale: nb_proba recomputes every variance when needed
+
+
+@nb.njit(cache=True)
+def set_variance(gv, m, b):
+    """The naive-Bayes variance (unbiased, weighted) and its log of the estimator at
+    ``gv[m, b:]``; VAR = -1 for zero variance (a point mass at MEAN)."""
+    wk = gv[m, b + W]
+    if wk > 0.0:
+        var = gv[m, b + M2] / (wk - 1.0) if wk > 1.0 else 0.0
+        if var > 0.0:
+            gv[m, b + VAR] = var
+            gv[m, b + LOGVAR] = math.log(var)
+        else:
+            gv[m, b + VAR] = -1.0  # degenerate: a point mass at MEAN
 
 
 @nb.njit(cache=True)
@@ -1071,13 +1098,27 @@ def gaussian_cache(T, m, o):
     """Naive-Bayes variance of every class of the numeric observer o (the unbiased weighted
     variance) and its log. A class with zero variance (one value so far) gets VAR = -1: its
     density is 1 at that value and 0 elsewhere, MOA's GaussianEstimator rule. A feature with zero
-    pooled variance is uninformative and contributes nothing."""
+    pooled variance is uninformative and contributes nothing.
+
+    ``o_fresh`` says how much is stale: 0 everything; 1 nothing; SETTLED nothing, and the pooled
+    variance is positive for good: some class' M2 is > 0 and every M2 finite and >= 0, so the
+    pooled sum of non-negative terms is never <= 0 (``update_leaf`` keeps SETTLED only while a
+    learned M2 stays finite and does not shrink); SETTLED + 1 + q only the block's entry q is
+    stale (the one class learned since, with the pooled variance settled). Recomputing one entry
+    gives what recomputing all would: the others' inputs did not change."""
     gv = T.gv
     a = T.g_at[m, o]
+    fr = T.o_fresh[m, o]
+    if fr > SETTLED:
+        set_variance(gv, m, (a + fr - SETTLED - 1) * NUM_STATS)
+        T.o_fresh[m, o] = SETTLED
+        return
     n = T.g_len[m, o]
     pw = 0.0
     pmean = 0.0
     pm2 = 0.0
+    some = False  # an M2 > 0 (finite)
+    tame = True  # every M2 finite and >= 0
     for i in range(n):
         b = (a + i) * NUM_STATS
         wk = gv[m, b + W]
@@ -1085,8 +1126,13 @@ def gaussian_cache(T, m, o):
             nw = pw + wk
             dm = gv[m, b + MEAN] - pmean
             pmean += dm * wk / nw
-            pm2 += gv[m, b + M2] + dm * dm * pw * wk / nw
+            m2 = gv[m, b + M2]
+            pm2 += m2 + dm * dm * pw * wk / nw
             pw = nw
+            if 0.0 < m2 < np.inf:
+                some = True
+            elif m2 != 0.0:
+                tame = False
     T.o_fresh[m, o] = 1
     if pm2 <= 0.0:
         # every observation at this leaf has the same value: the feature tells the classes
@@ -1097,15 +1143,9 @@ def gaussian_cache(T, m, o):
             gv[m, b + LOGVAR] = -2.0 * LOG2PI_HALF
         return
     for i in range(n):
-        b = (a + i) * NUM_STATS
-        wk = gv[m, b + W]
-        if wk > 0.0:
-            var = gv[m, b + M2] / (wk - 1.0) if wk > 1.0 else 0.0
-            if var > 0.0:
-                gv[m, b + VAR] = var
-                gv[m, b + LOGVAR] = math.log(var)
-            else:
-                gv[m, b + VAR] = -1.0  # degenerate: a point mass at MEAN
+        set_variance(gv, m, (a + i) * NUM_STATS)
+    if some and tame:
+        T.o_fresh[m, o] = SETTLED
 
 
 @nb.njit(cache=True)
@@ -1391,7 +1431,7 @@ def nb_proba(T, m, node, xn, xc, n_classes, pk, pv):
         o = o_of[m, s, j] if j < o_of.shape[2] else row_find(T, m, s, j, KEY_OBSERVER)
         if o < 0:
             continue  # feature never observed at this leaf
-        if o_fresh[m, o] == 0:
+        if o_fresh[m, o] != 1 and o_fresh[m, o] != SETTLED:  # (see gaussian_cache)
             gaussian_cache(T, m, o)
         ga = g_at[m, o]
         gn = g_len[m, o]
