@@ -350,7 +350,7 @@ class TreeBank:
                                learn=do_learn)  # fmt: skip
         if not do_predict:
             return []
-        return [schema.proba_dict(out[r], int(n_cls[r])) for r in range(R)]
+        return schema.proba_dicts(out, n_cls)
 
     def run_encoded(self, kernel, ipar, fstate, xn, xc, yc, w, n_cls, *, predict: bool = True,
                     learn: bool = False) -> np.ndarray:  # fmt: skip
@@ -457,8 +457,12 @@ class TreeBank:
             self.n_seen += 1
         if do_predict:
             if label_only:  # argmax without building the dict (ties: first class, as argmax_label)
-                row = out[0, :n_cls]
-                return s.classes[int(row.argmax())] if n_cls and row.any() else None
+                vals = out[0].tolist()[:n_cls]  # (list functions: numpy's cost ~1 us a call)
+                t = sum(vals)
+                if t != t:  # a NaN: numpy's rules (argmax takes the first NaN)
+                    row = out[0, :n_cls]
+                    return s.classes[int(row.argmax())] if n_cls and row.any() else None
+                return s.classes[vals.index(max(vals))] if any(vals) else None
             return s.proba_dict(out[0], n_cls)
         return None
 

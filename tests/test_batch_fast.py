@@ -9,6 +9,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from streams import Proxy, categorical_stream, mixed_stream
 
 from ensembles import AdaBoost, BatchBagging
@@ -166,3 +168,34 @@ def test_stump_predict_only_runs_equal_per_row_predictions(data, criterion):
     assert stump.predict_proba_many(X) == per_row
     assert [stump.predict_one(x) for x in X[:20]] == [argmax_label(p) for p in per_row[:20]]
     assert DecisionStump().predict_proba_many(X[:3]) == [{}, {}, {}]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.integers(-5, 5), st.text(max_size=3), st.booleans()),
+        max_size=6,
+        unique_by=lambda c: (type(c) is bool, c),
+    ),  # fmt: skip
+    st.data(),
+)
+def test_batch_answers_equal_the_per_row_dicts(classes, data) -> None:
+    """``Schema.proba_dicts`` (one conversion for the batch, literal dicts for two classes) gives
+    ``proba_dict`` row by row: empty rows, unnormalised rows, fewer classes known at a row."""
+    s = Schema()
+    for y in classes:
+        try:
+            s.class_code(y, grow=True)
+        except Exception:  # e.g. True after 1: refused, as in a model
+            pass
+    C = len(s.classes)
+    R = data.draw(st.integers(0, 8))
+    width = max(C, 1)
+    cell = st.one_of(st.just(0.0), st.floats(0.0, 1e300), st.floats(0.0, 1.0))
+    out = np.array(data.draw(st.lists(st.lists(cell, min_size=width, max_size=width),
+                                      min_size=R, max_size=R)), dtype=float).reshape(R, width)  # fmt: skip
+    n_cls = np.array(data.draw(st.lists(st.integers(0, C), min_size=R, max_size=R)), dtype=np.int64)
+    got = s.proba_dicts(out, n_cls)
+    want = [s.proba_dict(out[r], int(n_cls[r])) for r in range(R)]
+    assert got == want
+    assert [list(d) for d in got] == [list(d) for d in want]  # same key order
