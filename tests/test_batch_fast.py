@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+from types import MappingProxyType
 
 import numpy as np
 import pytest
@@ -199,3 +200,114 @@ def test_batch_answers_equal_the_per_row_dicts(classes, data) -> None:
     want = [s.proba_dict(out[r], int(n_cls[r])) for r in range(R)]
     assert got == want
     assert [list(d) for d in got] == [list(d) for d in want]  # same key order
+
+
+_cell = st.one_of(
+    st.sampled_from(
+        [
+            math.inf,
+            -math.inf,
+            math.nan,
+            -0.0,
+            2**70,
+            -(2**63),
+            True,
+            False,
+            None,
+            "1.5",
+            "a",
+            "b",
+            "c",
+            "",
+            "é",
+            5,
+            np.float32(0.5),
+            np.int64(3),
+            np.str_("a"),
+            np.nan,
+        ]
+    ),  # fmt: skip
+    st.floats(width=64),
+    st.integers(-(2**70), 2**70),  # beyond float64's range too
+)
+
+
+def _encode(schema: Schema, X: list, grow: bool, ys: list | None, columns: bool):
+    """``encode_rows``' arrays (or the error raised) and the schema after, by the column path
+    when it takes the batch, or by the row loop alone."""
+    import learners.schema as schema_module
+
+    keep = schema_module._COLUMNS_FROM
+    schema_module._COLUMNS_FROM = 8 if columns else 10**9
+    try:
+        got: object = tuple(a.tolist() for a in schema.encode_rows(X, grow, ys))
+    except Exception as exc:  # noqa: BLE001 - the error itself is compared
+        got = (type(exc), str(exc))
+    finally:
+        schema_module._COLUMNS_FROM = keep
+    return repr(got), schema.to_header(), schema.text_bytes
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["x", "y", "z", "c", "d"]),
+            st.sampled_from(["numeric", "categorical"]),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=4,
+        unique_by=lambda t: t[0],
+    ),  # fmt: skip
+    st.integers(8, 20),
+    st.sampled_from(["same", "shuffled", "ragged", "extra", "not a dict"]),
+    st.booleans(),
+    st.data(),
+)
+def test_the_column_path_encodes_as_the_row_loop(features, R, shape, grow, data) -> None:
+    """Any batch, hostile cells included: ``encode_rows`` gives the row loop's arrays, labels,
+    errors and schema (the column path takes only the batches it encodes exactly). Features are
+    declared or learned from a first row (a string is a number only in a declared one)."""
+    base = Schema()
+    base.declare({name: kind for name, kind, declared in features if declared})
+    kinds = {name: kind for name, kind, _ in features}
+    warm = [{name: (v if kind == "categorical" else 1.0) for name, kind in kinds.items()}
+            for v in "ab"]  # fmt: skip
+    base.encode_rows(warm, True, ["p", "q"])
+    keys = data.draw(st.permutations(list(kinds)))
+    X = []
+    for r in range(R):
+        row_keys = list(keys)
+        if shape == "shuffled":
+            row_keys = data.draw(st.permutations(list(kinds)))
+        elif shape == "ragged" and r == R - 1:
+            row_keys = row_keys[:-1]
+        elif shape == "extra" and r == R - 1:
+            row_keys = [*row_keys, "new"]  # every key of the others, and one unknown
+        X.append({k: ("ab"[(r + len(k)) % 2] if kinds.get(k) == "categorical" else r * 0.5 - 3)
+                  for k in row_keys})  # fmt: skip
+    for _ in range(data.draw(st.integers(0, 3))):  # a few hostile cells in a plain batch
+        row = X[data.draw(st.integers(0, R - 1))]
+        if row:
+            row[data.draw(st.sampled_from(sorted(row)))] = data.draw(_cell)
+    if shape == "not a dict":
+        X[-1] = MappingProxyType(X[-1])  # a mapping the row loop refuses
+    ys = data.draw(st.one_of(st.none(), st.lists(st.sampled_from(["p", "q", 1]), min_size=R,
+                                                 max_size=R)))  # fmt: skip
+    import copy
+
+    one, two = copy.deepcopy(base), copy.deepcopy(base)
+    assert _encode(one, X, grow, ys, columns=True) == _encode(two, X, grow, ys, columns=False)
+
+
+def test_the_column_path_takes_plain_batches() -> None:
+    """The usual batch goes by columns (else the test above compares the loop with itself)."""
+    s = Schema()
+    X = [{"a": float(i), "b": i, "c": "uv"[i % 2], "d": i % 3 == 0} for i in range(20)]
+    s.encode_rows(X, True, ["p"] * 20)
+    assert s._encode_columns(X, grow=True) is not None
+    assert s._encode_columns(X, grow=False) is not None
+    X[5]["c"] = "new"
+    assert s._encode_columns(X, grow=True) is None  # a new category: the loop's order
+    assert s._encode_columns(X, grow=False) is not None  # unseen: no new code
