@@ -200,8 +200,9 @@ TREE_SPLIT = {"split": "binary"}  # set from --tree-split
 
 class EpochMLP(MLP):
     """The thesis' *batch* network: ``learn_many`` (and ``fit``) run ``epochs`` passes of online
-    backpropagation over the rows, each pass in a seeded random order (the same for every
-    member: a pure function of ``init_seed``, the pass and the number of rows)."""
+    backpropagation over the rows, each pass in a seeded random order (a pure function of
+    ``init_seed``, the pass and the number of rows: an ensemble's members, whose ``init_seed``
+    differ (``MLP.member_clone``), shuffle differently)."""
 
     def __init__(self, *, epochs: int = 10, n_hidden: int = 10, learning_rate: float = 0.1,
                  init_seed: int = 0) -> None:  # fmt: skip

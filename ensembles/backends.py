@@ -29,6 +29,7 @@ from learners.jit import kernel as compiled
 from learners.schema import Schema, normalize_label
 
 from . import _kernels
+from .members import member_clone
 
 MAX_THREADS = 256
 PARALLEL_MIN_ROWS = 64  # smaller batches run in the calling thread (threads: ~0.1-0.2 ms a batch)
@@ -292,7 +293,7 @@ class PythonBackend:
     ensemble
         The ensemble whose algorithm runs the members.
     learner
-        The base learner (cloned once per member).
+        The base learner (``members.member_clone`` makes each member).
     n_models
         Number of members.
     limits
@@ -303,7 +304,7 @@ class PythonBackend:
 
     def __init__(self, ensemble: Any, learner: Any, n_models: int, limits: Limits) -> None:
         self.ensemble = ensemble
-        self.members = [learner.clone() for _ in range(n_models)]
+        self.members = [member_clone(learner, m) for m in range(n_models)]
         self.class_list: list = []
         self.schema = Schema(limits)  # validates input as the native path does
         self.n_seen = 0

@@ -27,18 +27,19 @@ from .jit import kernel, one_specialisation
 from .limits import Limits
 from .schema import Schema
 
-__all__ = ["MLP", "init_weights", "mlp_run"]
+__all__ = ["MLP", "init_weights", "member_seed", "mlp_run"]
 
 Z_CLIP = 5.0  # standardised numeric inputs are clipped to [-Z_CLIP, Z_CLIP]
 S_CLIP = 40.0  # pre-activations are clipped to [-S_CLIP, S_CLIP] before the sigmoid
 # what a weight block initialises (the hash keys): hidden bias, numeric inputs, category inputs,
 # output weights, output bias
 _B_HID, _W_NUM, _W_CAT, _W_OUT, _B_OUT = 1, 2, 3, 4, 5
+_MEMBER = 6  # the hash key of an ensemble member's init_seed
 _M64 = (1 << 64) - 1
 
 
-def _mix(z: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser on a uint64 array (wrapping arithmetic)."""
+def _mix(z: Any) -> Any:
+    """splitmix64's finaliser on a uint64 array or scalar (wrapping arithmetic)."""
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return z ^ (z >> np.uint64(31))
@@ -54,6 +55,18 @@ def init_weights(seed: int, block: int, rows: range, n_cols: int, scale: float) 
         z = _mix(_mix(key ^ (r * np.uint64(0xD1B54A32D192ED03))) ^ (c + np.uint64(1)))
     u = (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))  # [0, 1)
     return (2.0 * u - 1.0) * scale
+
+
+def member_seed(init_seed: int, m: int) -> int:
+    """The ``init_seed`` of member ``m`` of an ensemble whose base network has ``init_seed``:
+    member 0 keeps it, member ``m >= 1`` gets a hash of ``(init_seed, m)`` (53 bits, exact in
+    JSON), so every member starts from its own weights and a one-member ensemble is the network."""
+    if m == 0:
+        return init_seed
+    with np.errstate(over="ignore"):
+        key = np.uint64(init_seed & _M64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(_MEMBER)
+        z = _mix(_mix(key) ^ np.uint64(m))
+    return int(z >> np.uint64(11))
 
 
 @nb.njit(cache=True)
@@ -202,8 +215,11 @@ class MLP(ManyMixin, RiverEstimator):
 
     Initial weights are uniform in ``[-init_scale, init_scale)``, each a hash of ``init_seed`` and its
     position (input index, hidden unit, class index), so the weights of a class or an input that
-    appears later are fixed in advance. Members of an ensemble are clones with the same ``init_seed``:
-    they start from the same weights and differ through their Poisson weights.
+    appears later are fixed in advance. Ensembles build member ``m`` with ``member_clone(m)``: its
+    ``init_seed`` is ``member_seed(init_seed, m)`` (member 0 keeps ``init_seed``), so the members
+    start from different weights, as independently initialised networks do; each member's state
+    records its own ``init_seed``. (Before issue 20 the members shared ``init_seed``; their saved
+    states still load and go on exactly, with shared weights.)
 
     Parameters
     ----------
@@ -332,6 +348,11 @@ class MLP(ManyMixin, RiverEstimator):
     def predict_learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> dict[Label, float]:
         """Predict, then learn (prequential); the probabilities given before learning ``x``."""
         return self._run([x], [y], [w], predict=True, learn=True)[0]
+
+    def member_clone(self, m: int) -> MLP:
+        """A fresh network to be member ``m`` of an ensemble: the same parameters, its own initial
+        weights (``init_seed = member_seed(init_seed, m)``)."""
+        return self.clone({"init_seed": member_seed(self.init_seed, m)})
 
     # ---------------------------------------------------------------- state
     def params(self) -> dict[str, Any]:
