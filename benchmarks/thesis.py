@@ -801,8 +801,29 @@ def _log(args: argparse.Namespace, msg: str) -> None:
 
 
 @functools.lru_cache(maxsize=2)
-def _load(name: str, data_dir: Path, synthetic_n: int) -> Dataset:
-    return load(name, data_dir, n=synthetic_n) if name in SYNTHETIC else load(name, data_dir)
+def _load(name: str, data_dir: Path, synthetic_n: int, max_examples: int = 0) -> Dataset:
+    if name in SYNTHETIC:
+        return load(name, data_dir, n=synthetic_n)
+    ds = load(name, data_dir)
+    return subsample(ds, max_examples) if 0 < max_examples < len(ds) else ds
+
+
+def subsample(ds: Dataset, n: int, seed: int = 0) -> Dataset:
+    """A seeded random subset of ``n`` examples of ``ds`` in file order (a fixed train/test split
+    keeps its proportions: Census)."""
+    rng = np.random.default_rng([seed, n, len(ds)])
+    if ds.train_idx is None:
+        keep, train_idx, test_idx = np.sort(rng.choice(len(ds), n, replace=False)), None, None
+    else:
+        n_train = round(n * len(ds.train_idx) / (len(ds.train_idx) + len(ds.test_idx)))
+        train = np.sort(rng.choice(np.asarray(ds.train_idx), n_train, replace=False))
+        test = np.sort(rng.choice(np.asarray(ds.test_idx), n - n_train, replace=False))
+        keep = np.concatenate([train, test])
+        train_idx, test_idx = list(range(n_train)), list(range(n_train, n))
+    note = (f"a seeded random subset of {n:,} of its {len(ds):,} examples (--max-examples {n})"
+            + (f": {len(train_idx):,} train / {len(test_idx):,} test" if train_idx else ""))  # fmt: skip
+    return Dataset(ds.name, [ds.X[i] for i in keep], [ds.y[i] for i in keep], ds.kinds,
+                   train_idx, test_idx, [*ds.notes, note])  # fmt: skip
 
 
 def run_task(task: tuple, args: argparse.Namespace) -> tuple[tuple, Any, list[str]]:
@@ -820,7 +841,7 @@ def run_task(task: tuple, args: argparse.Namespace) -> tuple[tuple, Any, list[st
     t0 = time.time()
     notes: list[str] = []
     if kind in ("eval", "diag"):
-        ds = _load(d, args.data_dir, args.synthetic_n)
+        ds = _load(d, args.data_dir, args.synthetic_n, args.max_examples)
         notes = [f"{d}: {n}" for n in ds.notes]
         if kind == "eval":
             if len(ds) > args.large and args.max_folds_large:
@@ -857,7 +878,7 @@ _CACHE_SOURCES = (
 _CACHE_FUNCS = (folds, evaluate, make_base, make_model, EpochMLP, fit, predict, accuracy,
                 predict_then_learn, stump_diagnosis, calendar_study, car_curves)  # fmt: skip
 _CACHE_ARGS = ("runs", "orders", "n_models", "seed", "tree_split", "large", "max_folds_large",
-               "synthetic_n",
+               "synthetic_n", "max_examples",
                "calendar_n", "calendar_models", "calendar_tree_split", "curve_sizes",
                "curve_models", "learners")  # fmt: skip
 
@@ -903,6 +924,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=100_000,
         help="examples generated per synthetic dataset (thesis: 100,000 = 80,000 train + 20,000 "
         "test per fold)",
+    )
+    ap.add_argument(
+        "--max-examples",
+        type=int,
+        default=0,
+        help="a seeded random subset of this many examples of every UCI set larger than it "
+        "(Census: its split in proportion); 0: all. The synthetic sets use --synthetic-n",
     )
     ap.add_argument("--algorithms", default=",".join(ALGOS), help=f"comma list of {ALGOS}")
     ap.add_argument(
@@ -1069,8 +1097,9 @@ def protocol_summary(args: argparse.Namespace) -> str:
     folds = f"{args.runs} run(s) of fivefold CV"
     if args.max_folds_large:
         folds += f" (only {args.max_folds_large} fold(s) on sets over {args.large:,} examples)"
+    sizes = f", UCI sets cut to {args.max_examples:,} examples" if args.max_examples else ""
     return (f"{folds}, {args.orders} ordering(s), {args.n_models} models, synthetic sets of "
-            f"{args.synthetic_n:,} examples")  # fmt: skip
+            f"{args.synthetic_n:,} examples{sizes}")  # fmt: skip
 
 
 def merge_results(base: dict, new: dict, args: argparse.Namespace, command: str) -> dict:

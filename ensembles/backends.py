@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from learners import Limits
+from learners import LimitError, Limits
 from learners.base import check_weights
 from learners.compiled import TreeBank, bank_params
 from learners.jit import interpreting
@@ -333,7 +333,10 @@ class PythonBackend:
         if ws is not None:
             ws = check_weights(ws, len(X)).tolist()
         # the whole batch is checked (and rolled back on error) before any member sees it
+        mark = self.schema.mark()
         self.schema.encode_rows(X, grow=learn, ys=ys if learn else None)
+        if learn:
+            self.check_bytes(mark)
         ens = self.ensemble
         results = []
         for r, x in enumerate(X):
@@ -347,6 +350,21 @@ class PythonBackend:
                     ens._py_learn(x, y, w, self.n_seen)
                     self.n_seen += 1
         return results
+
+    def check_bytes(self, mark: tuple) -> None:
+        """``LimitError`` (the schema rolled back to ``mark``) if members that can tell what they
+        would hold (``memory_bytes_for``: ``MLP``) would exceed ``max_state_bytes`` with what the
+        schema holds now: every member is counted as if it had seen all of it (an upper bound:
+        a member grows only with the examples it learns). Other members are not counted."""
+        s = self.schema
+        sizes = [m.memory_bytes_for(s.n_num, s.n_codes, s.n_classes)
+                 for m in self.members if hasattr(m, "memory_bytes_for")]  # fmt: skip
+        limit = s.limits.max_state_bytes
+        if sizes and sum(sizes) + s.text_bytes > limit:
+            s.rollback(mark)
+            raise LimitError("max_state_bytes", limit, "model",
+                             f"learning this would make the model's state "
+                             f"{sum(sizes) + s.text_bytes:,} bytes")  # fmt: skip
 
     def run_one(self, x, y=None, w: float = 0.0, *, predict: bool = True, learn: bool = False,
                 label_only: bool = False):  # fmt: skip

@@ -24,7 +24,7 @@ import numpy as np
 
 from .base import Features, Label, ManyMixin, RiverEstimator, State, argmax_label, check_weights
 from .jit import kernel, one_specialisation
-from .limits import Limits
+from .limits import LimitError, Limits
 from .schema import Schema
 
 __all__ = ["MLP", "init_weights", "member_seed", "mlp_run"]
@@ -280,6 +280,11 @@ class MLP(ManyMixin, RiverEstimator):
         self._grow(4, 4, 2)
 
     # ---------------------------------------------------------------- arrays
+    @staticmethod
+    def _capacity(have: int, need: int) -> int:
+        """Rows an array of ``have`` rows holds once it has room for ``need`` (doubling)."""
+        return have if need <= have else max(need, 2 * have, 4)
+
     def _grow(self, n_num: int, n_codes: int, n_classes: int) -> None:
         """Room for ``n_num`` numeric features, ``n_codes`` categories and ``n_classes`` classes
         (capacities double); new weights take their hashed initial values."""
@@ -289,7 +294,7 @@ class MLP(ManyMixin, RiverEstimator):
             have = arr.shape[0]
             if need <= have:
                 return arr
-            cap = max(need, 2 * have, 4)
+            cap = self._capacity(have, need)
             if block is None:
                 return np.concatenate([arr, np.zeros((cap - have,) + arr.shape[1:])])
             new = init_weights(seed, block, range(have, cap), H, s)
@@ -306,6 +311,33 @@ class MLP(ManyMixin, RiverEstimator):
         self._b_out = more(self._b_out, n_classes, _B_OUT)
 
     @property
+    def memory_bytes(self) -> int:
+        """Bytes of the network's arrays as allocated (with their room to grow)."""
+        return self.memory_bytes_for(0, 0, 0)
+
+    def memory_bytes_for(self, n_num: int, n_codes: int, n_classes: int) -> int:
+        """Bytes the arrays would take once grown to hold ``n_num`` numeric features, ``n_codes``
+        categories and ``n_classes`` classes (each array's rows: the doubling of ``_grow``)."""
+        cap = self._capacity
+        return 8 * (
+            cap(self._stat_w.shape[0], n_num) * (3 + self.n_hidden)  # 3 input statistics
+            + cap(self._code_w.shape[0], n_codes) * (1 + self.n_hidden)
+            + cap(self._cls_w.shape[0], n_classes) * (2 + self.n_hidden)  # + the output bias
+            + self.n_hidden
+        )
+
+    def _check_bytes(self, mark: tuple) -> None:
+        """``LimitError`` (the schema rolled back to ``mark``) if the arrays grown for what the
+        schema holds now plus its text would exceed ``max_state_bytes``."""
+        s = self._schema
+        limit = s.limits.max_state_bytes
+        need = self.memory_bytes_for(s.n_num, s.n_codes, s.n_classes) + s.text_bytes
+        if need > limit:
+            s.rollback(mark)
+            raise LimitError("max_state_bytes", limit, "model",
+                             f"learning this would make the model's state {need:,} bytes")  # fmt: skip
+
+    @property
     def classes(self) -> list:
         """Labels learned so far, in order of first appearance."""
         return [c for c, w in zip(self._schema.classes, self._cls_w, strict=False) if w > 0]
@@ -318,7 +350,10 @@ class MLP(ManyMixin, RiverEstimator):
         if not do_learn:
             w = np.zeros(R)
         s = self._schema
+        mark = s.mark()
         xn, xc, yc, _ = s.encode_rows(X, grow=do_learn, ys=ys if do_learn else None)
+        if do_learn:
+            self._check_bytes(mark)
         self._grow(s.n_num, s.n_codes, s.n_classes)
         K = self._cls_w.shape[0]
         proba = np.zeros((R if do_predict else 0, K))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ensembles import AdaBoost, BatchBagging, OnlineBagging, OnlineBoosting, build_model, load_state
-from learners import MLP
+from learners import MLP, LimitError
 from learners.checks import mixed_stream
 from learners.jit import set_interpreted
 from learners.mlp import init_weights, member_seed
@@ -296,3 +296,54 @@ def test_saved_ensembles_with_shared_initial_weights_go_on_exactly():
         assert [[list(kv) for kv in sorted(p.items(), key=str)] for p in preds] == after, name
         seeds = [h["params"]["init_seed"] for h in model.to_state()["header"]["members"]]
         assert seeds == [7, 7, 7]
+
+
+def _distinct(n: int, start: int = 0) -> list[dict]:
+    return [{"id": f"v{i}", "x": float(i % 7)} for i in range(start, start + n)]
+
+
+def test_max_state_bytes_bounds_a_network_fed_100k_distinct_categories():
+    """A hostile stream: 100,000 categories never seen before (one-hot rows of the network). The
+    state (arrays as allocated + schema text) never exceeds max_state_bytes: a call that would
+    take it over is refused whole (``LimitError``, nothing of it learned); what fits goes on."""
+    limit = 1_000_000
+    net = MLP(limits={"max_state_bytes": limit, "max_values": 200_000})
+    refused = 0
+    for i, x in enumerate(_distinct(100_000)):
+        try:
+            net.learn_one(x, i % 2 == 0)
+        except LimitError as err:
+            assert err.limit == "max_state_bytes" and err.field == "model"
+            refused += 1
+        assert net.memory_bytes + net._schema.text_bytes <= limit
+    assert 80_000 < refused < 100_000  # about 1 MB / 88 bytes per category were learned
+    before = net.to_state()
+    with pytest.raises(LimitError, match="max_state_bytes"):  # a batch that would go over
+        net.learn_many(_distinct(5_000, start=200_000), [True] * 5_000)
+    after = net.to_state()
+    assert after["header"] == before["header"]
+    assert all(np.array_equal(after["arrays"][k], before["arrays"][k]) for k in after["arrays"])
+    net.learn_one({"id": "v3", "x": 2.0}, True)  # known inputs: learned (the state keeps its size)
+    assert not np.array_equal(net.to_state()["arrays"]["b_hid"], before["arrays"]["b_hid"])
+    assert net.predict_one({"id": "never", "x": 1.0}) in (True, False)
+    assert MLP.from_state(net.to_state()).predict_proba_one({"id": "v3"}) == net.predict_proba_one(
+        {"id": "v3"}
+    )
+
+
+@pytest.mark.parametrize("ensemble", [OnlineBagging, OnlineBoosting])
+def test_max_state_bytes_bounds_an_ensemble_of_networks(ensemble):
+    limit = 1_000_000
+    model = ensemble(MLP(), n_models=3, seed=1,
+                     limits={"max_state_bytes": limit, "max_values": 200_000})  # fmt: skip
+    refused = 0
+    for i, x in enumerate(_distinct(100_000)):
+        try:
+            model.learn_one(x, i % 2 == 0)
+        except LimitError as err:
+            assert err.field == "model"
+            refused += 1
+    members = model._backend.members
+    assert sum(m.memory_bytes for m in members) + model._backend.schema.text_bytes <= limit
+    assert refused > 90_000
+    assert model.predict_one({"id": "v1", "x": 1.0}) in (True, False)
