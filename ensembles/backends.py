@@ -335,7 +335,7 @@ class PythonBackend:
         # the whole batch is checked (and rolled back on error) before any member sees it
         mark = self.schema.mark()
         self.schema.encode_rows(X, grow=learn, ys=ys if learn else None)
-        if learn:
+        if learn and self.schema.mark() != mark:
             self.check_bytes(mark)
         ens = self.ensemble
         results = []

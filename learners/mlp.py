@@ -281,20 +281,22 @@ class MLP(ManyMixin, RiverEstimator):
 
     # ---------------------------------------------------------------- arrays
     @staticmethod
-    def _capacity(have: int, need: int) -> int:
-        """Rows an array of ``have`` rows holds once it has room for ``need`` (doubling)."""
-        return have if need <= have else max(need, 2 * have, 4)
+    def _capacity(have: int, need: int, exact: bool = False) -> int:
+        """Rows an array of ``have`` rows holds once it has room for ``need`` (doubling, or
+        just ``need`` when ``exact``)."""
+        return have if need <= have else (need if exact else max(need, 2 * have, 4))
 
-    def _grow(self, n_num: int, n_codes: int, n_classes: int) -> None:
+    def _grow(self, n_num: int, n_codes: int, n_classes: int, *, exact: bool = False) -> None:
         """Room for ``n_num`` numeric features, ``n_codes`` categories and ``n_classes`` classes
-        (capacities double); new weights take their hashed initial values."""
+        (capacities double, or grow to just that when ``exact``: near ``max_state_bytes``); new
+        weights take their hashed initial values."""
         H, s, seed = self.n_hidden, self.init_scale, self.init_seed
 
         def more(arr: np.ndarray, need: int, block: int | None) -> np.ndarray:
             have = arr.shape[0]
             if need <= have:
                 return arr
-            cap = self._capacity(have, need)
+            cap = self._capacity(have, need, exact)
             if block is None:
                 return np.concatenate([arr, np.zeros((cap - have,) + arr.shape[1:])])
             new = init_weights(seed, block, range(have, cap), H, s)
@@ -315,10 +317,14 @@ class MLP(ManyMixin, RiverEstimator):
         """Bytes of the network's arrays as allocated (with their room to grow)."""
         return self.memory_bytes_for(0, 0, 0)
 
-    def memory_bytes_for(self, n_num: int, n_codes: int, n_classes: int) -> int:
+    def memory_bytes_for(self, n_num: int, n_codes: int, n_classes: int, *,
+                         exact: bool = False) -> int:  # fmt: skip
         """Bytes the arrays would take once grown to hold ``n_num`` numeric features, ``n_codes``
-        categories and ``n_classes`` classes (each array's rows: the doubling of ``_grow``)."""
-        cap = self._capacity
+        categories and ``n_classes`` classes (each array's rows as ``_grow`` allocates them)."""
+
+        def cap(have: int, need: int) -> int:
+            return self._capacity(have, need, exact)
+
         return 8 * (
             cap(self._stat_w.shape[0], n_num) * (3 + self.n_hidden)  # 3 input statistics
             + cap(self._code_w.shape[0], n_codes) * (1 + self.n_hidden)
@@ -326,16 +332,20 @@ class MLP(ManyMixin, RiverEstimator):
             + self.n_hidden
         )
 
-    def _check_bytes(self, mark: tuple) -> None:
-        """``LimitError`` (the schema rolled back to ``mark``) if the arrays grown for what the
-        schema holds now plus its text would exceed ``max_state_bytes``."""
+    def _check_bytes(self, mark: tuple) -> bool:
+        """Whether the arrays must grow to just what the schema holds now (doubling would pass
+        ``max_state_bytes``); ``LimitError`` (the schema rolled back to ``mark``) if even that,
+        plus the schema's text, would exceed it."""
         s = self._schema
         limit = s.limits.max_state_bytes
-        need = self.memory_bytes_for(s.n_num, s.n_codes, s.n_classes) + s.text_bytes
-        if need > limit:
-            s.rollback(mark)
-            raise LimitError("max_state_bytes", limit, "model",
-                             f"learning this would make the model's state {need:,} bytes")  # fmt: skip
+        if self.memory_bytes_for(s.n_num, s.n_codes, s.n_classes) + s.text_bytes <= limit:
+            return False
+        need = self.memory_bytes_for(s.n_num, s.n_codes, s.n_classes, exact=True) + s.text_bytes
+        if need <= limit:
+            return True
+        s.rollback(mark)
+        raise LimitError("max_state_bytes", limit, "model",
+                         f"learning this would make the model's state {need:,} bytes")  # fmt: skip
 
     @property
     def classes(self) -> list:
@@ -352,9 +362,8 @@ class MLP(ManyMixin, RiverEstimator):
         s = self._schema
         mark = s.mark()
         xn, xc, yc, _ = s.encode_rows(X, grow=do_learn, ys=ys if do_learn else None)
-        if do_learn:
-            self._check_bytes(mark)
-        self._grow(s.n_num, s.n_codes, s.n_classes)
+        if s.mark() != mark:  # the state grows only with what the schema learned
+            self._grow(s.n_num, s.n_codes, s.n_classes, exact=self._check_bytes(mark))
         K = self._cls_w.shape[0]
         proba = np.zeros((R if do_predict else 0, K))
         kernel(mlp_run)(xn, xc, yc, w, do_predict, do_learn, self.learning_rate,
