@@ -820,8 +820,9 @@ def subsample(ds: Dataset, n: int, seed: int = 0) -> Dataset:
         test = np.sort(rng.choice(np.asarray(ds.test_idx), n - n_train, replace=False))
         keep = np.concatenate([train, test])
         train_idx, test_idx = list(range(n_train)), list(range(n_train, n))
-    note = (f"a seeded random subset of {n:,} of its {len(ds):,} examples (--max-examples {n})"
-            + (f": {len(train_idx):,} train / {len(test_idx):,} test" if train_idx else ""))  # fmt: skip
+    note = (f"a seeded random subset of {n:,} of its {len(ds):,} examples"
+            + (f" ({len(train_idx):,} train / {len(test_idx):,} test)" if train_idx else "")
+            + f" where a run says --max-examples {n}")  # fmt: skip
     return Dataset(ds.name, [ds.X[i] for i in keep], [ds.y[i] for i in keep], ds.kinds,
                    train_idx, test_idx, [*ds.notes, note])  # fmt: skip
 
@@ -844,7 +845,7 @@ def run_task(task: tuple, args: argparse.Namespace) -> tuple[tuple, Any, list[st
         ds = _load(d, args.data_dir, args.synthetic_n, args.max_examples)
         notes = [f"{d}: {n}" for n in ds.notes]
         if kind == "eval":
-            if len(ds) > args.large and args.max_folds_large:
+            if len(ds) > args.large and args.max_folds_large and ds.train_idx is None:
                 notes.append(
                     f"{d}: only the first {args.max_folds_large} fold(s) of the CV were run "
                     f"(--max-folds-large)"
@@ -1123,17 +1124,20 @@ def merge_results(base: dict, new: dict, args: argparse.Namespace, command: str)
         if part in new:
             out[part] = new[part]
     out["notes"] = list(NOTES)
-    replaced = set(cells)  # an earlier merged run whose cells this run all replaces is dropped
-    out["merged"] = [
-        r
-        for r in base.get("merged", [])
-        if r["command"] != command and not set(r["cells"].split(", ")) <= replaced
-    ]
-    out["merged"] += [{
+    runs = [r for r in base.get("merged", []) if r["command"] != command]
+    runs.append({
         "command": command, "protocol": protocol_summary(args), "finished": new["finished"],
         "wall_seconds": new["wall_seconds"], "cells": ", ".join(sorted(cells)),
-    }]  # fmt: skip
+    })  # fmt: skip
+    # an earlier merged run whose cells later runs all replaced (together) is dropped
+    out["merged"] = [r for i, r in enumerate(runs)
+                     if not set(r["cells"].split(", ")) <= _cells_of(runs[i + 1 :])]  # fmt: skip
     return out
+
+
+def _cells_of(runs: list[dict]) -> set[str]:
+    """The cells (``learner/dataset``) some of these merged runs wrote."""
+    return {c for r in runs for c in r["cells"].split(", ")}
 
 
 def _task_cost(task: tuple) -> float:
