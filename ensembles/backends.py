@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from learners import Limits
+from learners import LimitError, Limits
 from learners.base import check_weights
 from learners.compiled import TreeBank, bank_params
 from learners.jit import interpreting
@@ -29,6 +29,7 @@ from learners.jit import kernel as compiled
 from learners.schema import Schema, normalize_label
 
 from . import _kernels
+from .members import member_clone
 
 MAX_THREADS = 256
 PARALLEL_MIN_ROWS = 64  # smaller batches run in the calling thread (threads: ~0.1-0.2 ms a batch)
@@ -292,7 +293,7 @@ class PythonBackend:
     ensemble
         The ensemble whose algorithm runs the members.
     learner
-        The base learner (cloned once per member).
+        The base learner (``members.member_clone`` makes each member).
     n_models
         Number of members.
     limits
@@ -303,7 +304,7 @@ class PythonBackend:
 
     def __init__(self, ensemble: Any, learner: Any, n_models: int, limits: Limits) -> None:
         self.ensemble = ensemble
-        self.members = [learner.clone() for _ in range(n_models)]
+        self.members = [member_clone(learner, m) for m in range(n_models)]
         self.class_list: list = []
         self.schema = Schema(limits)  # validates input as the native path does
         self.n_seen = 0
@@ -332,7 +333,10 @@ class PythonBackend:
         if ws is not None:
             ws = check_weights(ws, len(X)).tolist()
         # the whole batch is checked (and rolled back on error) before any member sees it
+        mark = self.schema.mark()
         self.schema.encode_rows(X, grow=learn, ys=ys if learn else None)
+        if learn and self.schema.mark() != mark:
+            self.check_bytes(mark)
         ens = self.ensemble
         results = []
         for r, x in enumerate(X):
@@ -346,6 +350,21 @@ class PythonBackend:
                     ens._py_learn(x, y, w, self.n_seen)
                     self.n_seen += 1
         return results
+
+    def check_bytes(self, mark: tuple) -> None:
+        """``LimitError`` (the schema rolled back to ``mark``) if members that can tell what they
+        would hold (``memory_bytes_for``: ``MLP``) would exceed ``max_state_bytes`` with what the
+        schema holds now: every member is counted as if it had seen all of it (an upper bound:
+        a member grows only with the examples it learns). Other members are not counted."""
+        s = self.schema
+        sizes = [m.memory_bytes_for(s.n_num, s.n_codes, s.n_classes)
+                 for m in self.members if hasattr(m, "memory_bytes_for")]  # fmt: skip
+        limit = s.limits.max_state_bytes
+        if sizes and sum(sizes) + s.text_bytes > limit:
+            s.rollback(mark)
+            raise LimitError("max_state_bytes", limit, "model",
+                             f"learning this would make the model's state "
+                             f"{sum(sizes) + s.text_bytes:,} bytes")  # fmt: skip
 
     def run_one(self, x, y=None, w: float = 0.0, *, predict: bool = True, learn: bool = False,
                 label_only: bool = False):  # fmt: skip

@@ -17,6 +17,7 @@ from learners import EncodedRows, NativeLearner, Schema, argmax_label
 from learners.base import Features, Label
 
 from .base import check_int, check_learner, resample_counts
+from .members import member_clone
 
 _TAG = 1 << 60
 
@@ -119,7 +120,7 @@ class BatchBagging(_BatchEnsemble):
         enc = self._encode(X, y)
         self._members, self._weights = [], []
         for m in range(self.n_models):
-            member = self.learner.clone()
+            member = member_clone(self.learner, m)
             counts = resample_counts(np.ones(len(X)), len(X), self.seed, m, _TAG)
             self._fit_member(member, X, y, counts, enc)
             self._members.append(member)
@@ -154,7 +155,7 @@ class AdaBoost(_BatchEnsemble):
         D = np.full(N, 1.0 / N)
         self._members, self._weights = [], []
         for m in range(self.n_models):
-            member = self.learner.clone()
+            member = member_clone(self.learner, m)
             self._fit_member(member, X, y, resample_counts(D, N, self.seed, m, _TAG), enc)
             labels = self._member_labels(member, X, enc)
             correct = np.array([p == t for p, t in zip(labels, y, strict=True)])
@@ -168,7 +169,7 @@ class AdaBoost(_BatchEnsemble):
             self._weights.append(math.log((1.0 - eps) / eps))
             D = np.where(correct, D / (2.0 * (1.0 - eps)), D / (2.0 * eps))
         if not self._members:  # the first member was worse than chance: keep it alone
-            member = self.learner.clone()
+            member = member_clone(self.learner, 0)
             self._fit_member(member, X, y, np.ones(N), enc)
             self._members, self._weights = [member], [1.0]
         return self

@@ -57,6 +57,14 @@ def build_learner(name: Any, params: dict) -> Any:
     return cls(**params)
 
 
+def member_clone(learner: Any, m: int) -> Any:
+    """A fresh copy of ``learner`` to be member ``m`` of an ensemble: the learner's own
+    ``member_clone(m)`` when it has one (an ``MLP`` gives each member its own initial weights),
+    else ``clone()``."""
+    own = getattr(learner, "member_clone", None)
+    return own(m) if callable(own) else learner.clone()
+
+
 def learner_spec(learner: Any) -> tuple[str, dict]:
     """(name, params) of a learner, the inverse of ``build_learner``."""
     if isinstance(learner, RiverLearner):

@@ -66,7 +66,9 @@ class Limits:
         Nodes of one tree (caps a Hoeffding tree's own ``max_nodes``).
     max_state_bytes
         Bytes of the model's arrays as allocated plus the text of its schema (names, values,
-        labels). A model over it refuses further learning (predictions go on).
+        labels). A model over it refuses further learning (predictions go on); an ``MLP`` (and an
+        ensemble of them) refuses a call that would take it over, whole, and goes on learning
+        what it knows.
     over_limit
         A categorical value beyond ``max_values``: ``"reject"`` (``LimitError``) or ``"other"``
         (the feature's values from then on share one "other" value).

@@ -24,21 +24,22 @@ import numpy as np
 
 from .base import Features, Label, ManyMixin, RiverEstimator, State, argmax_label, check_weights
 from .jit import kernel, one_specialisation
-from .limits import Limits
+from .limits import LimitError, Limits
 from .schema import Schema
 
-__all__ = ["MLP", "init_weights", "mlp_run"]
+__all__ = ["MLP", "init_weights", "member_seed", "mlp_run"]
 
 Z_CLIP = 5.0  # standardised numeric inputs are clipped to [-Z_CLIP, Z_CLIP]
 S_CLIP = 40.0  # pre-activations are clipped to [-S_CLIP, S_CLIP] before the sigmoid
 # what a weight block initialises (the hash keys): hidden bias, numeric inputs, category inputs,
 # output weights, output bias
 _B_HID, _W_NUM, _W_CAT, _W_OUT, _B_OUT = 1, 2, 3, 4, 5
+_MEMBER = 6  # the hash key of an ensemble member's init_seed
 _M64 = (1 << 64) - 1
 
 
-def _mix(z: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser on a uint64 array (wrapping arithmetic)."""
+def _mix(z: Any) -> Any:
+    """splitmix64's finaliser on a uint64 array or scalar (wrapping arithmetic)."""
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return z ^ (z >> np.uint64(31))
@@ -54,6 +55,18 @@ def init_weights(seed: int, block: int, rows: range, n_cols: int, scale: float) 
         z = _mix(_mix(key ^ (r * np.uint64(0xD1B54A32D192ED03))) ^ (c + np.uint64(1)))
     u = (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))  # [0, 1)
     return (2.0 * u - 1.0) * scale
+
+
+def member_seed(init_seed: int, m: int) -> int:
+    """The ``init_seed`` of member ``m`` of an ensemble whose base network has ``init_seed``:
+    member 0 keeps it, member ``m >= 1`` gets a hash of ``(init_seed, m)`` (53 bits, exact in
+    JSON), so every member starts from its own weights and a one-member ensemble is the network."""
+    if m == 0:
+        return init_seed
+    with np.errstate(over="ignore"):
+        key = np.uint64(init_seed & _M64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(_MEMBER)
+        z = _mix(_mix(key) ^ np.uint64(m))
+    return int(z >> np.uint64(11))
 
 
 @nb.njit(cache=True)
@@ -202,8 +215,11 @@ class MLP(ManyMixin, RiverEstimator):
 
     Initial weights are uniform in ``[-init_scale, init_scale)``, each a hash of ``init_seed`` and its
     position (input index, hidden unit, class index), so the weights of a class or an input that
-    appears later are fixed in advance. Members of an ensemble are clones with the same ``init_seed``:
-    they start from the same weights and differ through their Poisson weights.
+    appears later are fixed in advance. Ensembles build member ``m`` with ``member_clone(m)``: its
+    ``init_seed`` is ``member_seed(init_seed, m)`` (member 0 keeps ``init_seed``), so the members
+    start from different weights, as independently initialised networks do; each member's state
+    records its own ``init_seed``. (Before issue 20 the members shared ``init_seed``; their saved
+    states still load and go on exactly, with shared weights.)
 
     Parameters
     ----------
@@ -264,16 +280,23 @@ class MLP(ManyMixin, RiverEstimator):
         self._grow(4, 4, 2)
 
     # ---------------------------------------------------------------- arrays
-    def _grow(self, n_num: int, n_codes: int, n_classes: int) -> None:
+    @staticmethod
+    def _capacity(have: int, need: int, exact: bool = False) -> int:
+        """Rows an array of ``have`` rows holds once it has room for ``need`` (doubling, or
+        just ``need`` when ``exact``)."""
+        return have if need <= have else (need if exact else max(need, 2 * have, 4))
+
+    def _grow(self, n_num: int, n_codes: int, n_classes: int, *, exact: bool = False) -> None:
         """Room for ``n_num`` numeric features, ``n_codes`` categories and ``n_classes`` classes
-        (capacities double); new weights take their hashed initial values."""
+        (capacities double, or grow to just that when ``exact``: near ``max_state_bytes``); new
+        weights take their hashed initial values."""
         H, s, seed = self.n_hidden, self.init_scale, self.init_seed
 
         def more(arr: np.ndarray, need: int, block: int | None) -> np.ndarray:
             have = arr.shape[0]
             if need <= have:
                 return arr
-            cap = max(need, 2 * have, 4)
+            cap = self._capacity(have, need, exact)
             if block is None:
                 return np.concatenate([arr, np.zeros((cap - have,) + arr.shape[1:])])
             new = init_weights(seed, block, range(have, cap), H, s)
@@ -290,6 +313,41 @@ class MLP(ManyMixin, RiverEstimator):
         self._b_out = more(self._b_out, n_classes, _B_OUT)
 
     @property
+    def memory_bytes(self) -> int:
+        """Bytes of the network's arrays as allocated (with their room to grow)."""
+        return self.memory_bytes_for(0, 0, 0)
+
+    def memory_bytes_for(self, n_num: int, n_codes: int, n_classes: int, *,
+                         exact: bool = False) -> int:  # fmt: skip
+        """Bytes the arrays would take once grown to hold ``n_num`` numeric features, ``n_codes``
+        categories and ``n_classes`` classes (each array's rows as ``_grow`` allocates them)."""
+
+        def cap(have: int, need: int) -> int:
+            return self._capacity(have, need, exact)
+
+        return 8 * (
+            cap(self._stat_w.shape[0], n_num) * (3 + self.n_hidden)  # 3 input statistics
+            + cap(self._code_w.shape[0], n_codes) * (1 + self.n_hidden)
+            + cap(self._cls_w.shape[0], n_classes) * (2 + self.n_hidden)  # + the output bias
+            + self.n_hidden
+        )
+
+    def _check_bytes(self, mark: tuple) -> bool:
+        """Whether the arrays must grow to just what the schema holds now (doubling would pass
+        ``max_state_bytes``); ``LimitError`` (the schema rolled back to ``mark``) if even that,
+        plus the schema's text, would exceed it."""
+        s = self._schema
+        limit = s.limits.max_state_bytes
+        if self.memory_bytes_for(s.n_num, s.n_codes, s.n_classes) + s.text_bytes <= limit:
+            return False
+        need = self.memory_bytes_for(s.n_num, s.n_codes, s.n_classes, exact=True) + s.text_bytes
+        if need <= limit:
+            return True
+        s.rollback(mark)
+        raise LimitError("max_state_bytes", limit, "model",
+                         f"learning this would make the model's state {need:,} bytes")  # fmt: skip
+
+    @property
     def classes(self) -> list:
         """Labels learned so far, in order of first appearance."""
         return [c for c, w in zip(self._schema.classes, self._cls_w, strict=False) if w > 0]
@@ -302,8 +360,10 @@ class MLP(ManyMixin, RiverEstimator):
         if not do_learn:
             w = np.zeros(R)
         s = self._schema
+        mark = s.mark()
         xn, xc, yc, _ = s.encode_rows(X, grow=do_learn, ys=ys if do_learn else None)
-        self._grow(s.n_num, s.n_codes, s.n_classes)
+        if s.mark() != mark:  # the state grows only with what the schema learned
+            self._grow(s.n_num, s.n_codes, s.n_classes, exact=self._check_bytes(mark))
         K = self._cls_w.shape[0]
         proba = np.zeros((R if do_predict else 0, K))
         kernel(mlp_run)(xn, xc, yc, w, do_predict, do_learn, self.learning_rate,
@@ -332,6 +392,11 @@ class MLP(ManyMixin, RiverEstimator):
     def predict_learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> dict[Label, float]:
         """Predict, then learn (prequential); the probabilities given before learning ``x``."""
         return self._run([x], [y], [w], predict=True, learn=True)[0]
+
+    def member_clone(self, m: int) -> MLP:
+        """A fresh network to be member ``m`` of an ensemble: the same parameters, its own initial
+        weights (``init_seed = member_seed(init_seed, m)``)."""
+        return self.clone({"init_seed": member_seed(self.init_seed, m)})
 
     # ---------------------------------------------------------------- state
     def params(self) -> dict[str, Any]:

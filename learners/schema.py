@@ -160,7 +160,13 @@ class Schema:
     def rollback(self, mark: tuple) -> None:
         """Undo every addition since ``mark()`` (codes first: they refer to features)."""
         n_num, n_cat, n_codes, n_cls = mark
-        self._code_attr_arr = None
+        # O(what is undone), not O(schema): a model at a limit refuses calls at a steady cost
+        self.text_bytes -= (sum(len(str(v)) for v in self.code_value[n_codes:])
+                            + sum(map(len, self.num_names[n_num:]))
+                            + sum(map(len, self.cat_names[n_cat:]))
+                            + sum(len(str(y)) for y in self.classes[n_cls:]))  # fmt: skip
+        if len(self.code_attr) > n_codes:
+            self._code_attr_arr = None
         for code in range(n_codes, len(self.code_attr)):
             a = self.code_attr[code]
             if self._other.get(a) == code:
@@ -182,8 +188,6 @@ class Schema:
         for y in self.classes[n_cls:]:
             del self.class_index[y]
         del self.classes[n_cls:]
-        self.text_bytes = (sum(map(len, self.num_names)) + sum(map(len, self.cat_names))
-                           + sum(map(len, self.code_value)) + sum(len(str(y)) for y in self.classes))  # fmt: skip
 
     def _n_values(self, a: int) -> int:
         """Codes of categorical feature a (its values, and its "other" code if it has one)."""

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ensembles import OnlineBagging, OnlineBoosting, Single, build_model, load_state
-from learners import DecisionStump, HoeffdingTree, LimitError, Limits, NaiveBayes, ParamError
+from learners import MLP, DecisionStump, HoeffdingTree, LimitError, Limits, NaiveBayes, ParamError
 from learners.native import PARAM_BOUNDS
 
 SMALL = {"max_features": 12, "max_values": 25, "max_classes": 6, "max_nodes": 60,
@@ -23,6 +23,8 @@ MODELS = {
     "bagging_nb": lambda lim: OnlineBagging(NaiveBayes(), n_models=3, seed=2, limits=lim),
     "boosting_stump": lambda lim: OnlineBoosting(DecisionStump(), n_models=3, seed=3, limits=lim),
     "ht": lambda lim: HoeffdingTree(grace_period=10, limits=lim),
+    "mlp": lambda lim: MLP(n_hidden=3, limits=lim),
+    "bagging_mlp": lambda lim: OnlineBagging(MLP(n_hidden=3), n_models=2, seed=4, limits=lim),
 }
 
 names = st.one_of(st.sampled_from(["a", "b", "c", "é", "日本", ""]), st.text(max_size=30),

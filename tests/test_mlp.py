@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ensembles import AdaBoost, BatchBagging, OnlineBagging, OnlineBoosting, build_model, load_state
-from learners import MLP
+from learners import MLP, LimitError
+from learners.checks import mixed_stream
 from learners.jit import set_interpreted
-from learners.mlp import init_weights
+from learners.mlp import init_weights, member_seed
 
 
 def _stream(n: int, seed: int, label) -> list:
@@ -225,3 +228,124 @@ def test_mlp_models_over_http_survive_a_restart(tmp_path):
         after = c.post("/predict", json={"model": "net", "features": x}).json()
         assert c.get("/models/net").json()["n_seen"] == 40
     assert after["probabilities"] == before["probabilities"]
+
+
+SHARED_INIT = Path(__file__).parent / "data" / "mlp_shared_init.npz"
+
+
+def _member_arrays(model) -> list[dict]:
+    st = model.to_state()
+    return [{k.split(".", 1)[1]: v for k, v in st["arrays"].items() if k.startswith(f"m{m}.")}
+            for m in range(model.n_models)]  # fmt: skip
+
+
+@pytest.mark.parametrize("ensemble", ["bagging", "boosting"])
+def test_members_start_from_their_own_weights(ensemble):
+    """Issue 20: member m's initial weights are keyed by member_seed(init_seed, m); member 0 is
+    the base network; the same spec gives the same members, bit for bit, and the state says so."""
+    spec = {"ensemble": ensemble, "learner": "mlp", "n_models": 3, "seed": 2,
+            "params": {"n_hidden": 4, "init_seed": 7}}  # fmt: skip
+    model = build_model(spec)
+    fresh = _member_arrays(model)
+    base = MLP(n_hidden=4, init_seed=7).to_state()["arrays"]
+    assert np.array_equal(fresh[0]["b_hid"], base["b_hid"])
+    assert not np.array_equal(fresh[0]["b_hid"], fresh[1]["b_hid"])
+    assert not np.array_equal(fresh[1]["b_hid"], fresh[2]["b_hid"])
+    seeds = [h["params"]["init_seed"] for h in model.to_state()["header"]["members"]]
+    assert seeds == [member_seed(7, m) for m in range(3)] and len(set(seeds)) == 3
+    data = list(mixed_stream(400, 5, new_class_at=200))
+    X, y = [x for x, _ in data], [t for _, t in data]
+    model.learn_many(X[:250], y[:250])
+    trained = _member_arrays(model)
+    assert not np.array_equal(trained[0]["w_num"], trained[1]["w_num"])
+    twin = build_model(spec)
+    twin.learn_many(X[:250], y[:250])
+    assert all(np.array_equal(a[k], b[k]) for a, b in zip(trained, _member_arrays(twin), strict=True)
+               for k in a)  # fmt: skip
+    copy = load_state(model.to_state())  # new features and a new class after the load
+    assert copy.predict_learn_many(X[250:], y[250:]) == model.predict_learn_many(X[250:], y[250:])
+
+
+def test_batch_ensembles_give_members_their_own_weights():
+    data = _stream(200, 16, lambda x: x["x1"] > 0)
+    X, y = [x for x, _ in data], [t for _, t in data]
+    bag = BatchBagging(MLP(init_seed=3), n_models=3, seed=1).fit(X, y)
+    seeds = [m.init_seed for m in bag._members]
+    assert seeds == [member_seed(3, m) for m in range(3)]
+    again = BatchBagging(MLP(init_seed=3), n_models=3, seed=1).fit(X, y)
+    probe = [x for x, _ in _stream(30, 17, lambda x: True)]
+    assert bag.predict_proba_many(probe) == again.predict_proba_many(probe)
+
+
+def test_saved_ensembles_with_shared_initial_weights_go_on_exactly():
+    """``mlp_shared_init.npz``: ensembles of networks saved by the code before issue 20 (members
+    sharing init_seed 7) after 200 examples of ``mixed_stream(500, 3, new_class_at=250)``, with
+    that code's prequential predictions on the 300 after (a new category and a new class
+    among them: weights not used before the save). A saved state keeps its meaning: the
+    members keep their shared seed (and their not-yet-used weights) and predict exactly as then."""
+    raw = np.load(SHARED_INIT)
+    data = list(mixed_stream(500, 3, new_class_at=250))[200:]
+    for name in ("bagging", "boosting"):
+        header = json.loads(str(raw[f"{name}.header"]))
+        arrays = {k[len(name) + 1 :]: raw[k] for k in raw.files
+                  if k.startswith(name + ".") and k.count(".") >= 2}  # fmt: skip
+        assert {h["params"]["init_seed"] for h in header["members"]} == {7}
+        model = load_state({"header": header, "arrays": arrays})
+        preds = model.predict_learn_many([x for x, _ in data], [y for _, y in data])
+        after = json.loads(str(raw[f"{name}.after"]))
+        assert [[list(kv) for kv in sorted(p.items(), key=str)] for p in preds] == after, name
+        seeds = [h["params"]["init_seed"] for h in model.to_state()["header"]["members"]]
+        assert seeds == [7, 7, 7]
+
+
+def _distinct(n: int, start: int = 0) -> list[dict]:
+    return [{"id": f"v{i}", "x": float(i % 7)} for i in range(start, start + n)]
+
+
+def test_max_state_bytes_bounds_a_network_fed_100k_distinct_categories():
+    """A hostile stream: 100,000 categories never seen before (one-hot rows of the network). The
+    state (arrays as allocated + schema text) never exceeds max_state_bytes: a call that would
+    take it over is refused whole (``LimitError``, nothing of it learned); what fits goes on."""
+    limit = 1_000_000
+    net = MLP(limits={"max_state_bytes": limit, "max_values": 200_000})
+    refused = 0
+    for i, x in enumerate(_distinct(100_000)):
+        try:
+            net.learn_one(x, i % 2 == 0)
+        except LimitError as err:
+            assert err.limit == "max_state_bytes" and err.field == "model"
+            refused += 1
+        assert net.memory_bytes + net._schema.text_bytes <= limit
+    # ~1 MB / 88 bytes per category: near the bound the arrays grow to just what fits (not
+    # doubling: that would stop at 8,192 categories)
+    assert 85_000 < refused < 90_000
+    before = net.to_state()
+    with pytest.raises(LimitError, match="max_state_bytes"):  # a batch that would go over
+        net.learn_many(_distinct(5_000, start=200_000), [True] * 5_000)
+    after = net.to_state()
+    assert after["header"] == before["header"]
+    assert all(np.array_equal(after["arrays"][k], before["arrays"][k]) for k in after["arrays"])
+    net.learn_one({"id": "v3", "x": 2.0}, True)  # known inputs: learned (the state keeps its size)
+    assert not np.array_equal(net.to_state()["arrays"]["b_hid"], before["arrays"]["b_hid"])
+    assert net.predict_one({"id": "never", "x": 1.0}) in (True, False)
+    assert MLP.from_state(net.to_state()).predict_proba_one({"id": "v3"}) == net.predict_proba_one(
+        {"id": "v3"}
+    )
+
+
+@pytest.mark.parametrize("ensemble", [OnlineBagging, OnlineBoosting])
+def test_max_state_bytes_bounds_an_ensemble_of_networks(ensemble):
+    limit = 1_000_000
+    model = ensemble(MLP(), n_models=3, seed=1,
+                     limits={"max_state_bytes": limit, "max_values": 200_000})  # fmt: skip
+    refused = 0
+    for i, x in enumerate(_distinct(100_000)):
+        try:
+            model.learn_one(x, i % 2 == 0)
+        except LimitError as err:
+            assert err.field == "model"
+            refused += 1
+    members = model._backend.members
+    assert sum(m.memory_bytes for m in members) + model._backend.schema.text_bytes <= limit
+    assert refused > 90_000
+    assert model.predict_one({"id": "v1", "x": 1.0}) in (True, False)

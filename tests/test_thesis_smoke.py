@@ -114,3 +114,38 @@ def test_networks_on_synthetic_data_merged_into_an_earlier_run(quick_run):
                         "online_single"}  # fmt: skip
     assert sum(mlp["single"]) / 5 > 0.55  # Synthetic1: naive Bayes is at chance, networks not
     assert "| synthetic1 | 5 |" in text and "0.7217" in text  # the thesis' batch network
+
+
+def _thesis_module():
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import thesis
+
+    return thesis
+
+
+def test_a_merged_run_whose_cells_later_runs_all_replaced_is_dropped():
+    thesis = _thesis_module()
+    args = thesis.parse_args(["--data-dir", str(DATA), "--learners", "mlp"])
+
+    def run(command: str, cells: str) -> dict:
+        return {"command": command, "protocol": "", "finished": "", "wall_seconds": 0,
+                "cells": cells}  # fmt: skip
+
+    base = {"accuracy": {}, "dataset_notes": [],
+            "merged": [run("a", "mlp/car, mlp/german"), run("b", "mlp/car"), run("c", "nb/car")]}  # fmt: skip
+    new = {"accuracy": {"german": {"mlp": {"acc": {"single": [0.7]}, "secs": {}}}},
+           "dataset_notes": [], "finished": "now", "wall_seconds": 1}  # fmt: skip
+    out = thesis.merge_results(base, new, args, "d")
+    # a's two cells are replaced by b (car) and d (german) together; b and c keep theirs
+    assert [r["command"] for r in out["merged"]] == ["b", "c", "d"]
+
+
+def test_max_examples_keeps_a_fixed_split_in_proportion():
+    thesis = _thesis_module()
+    ds = thesis.Dataset("d", [{"a": float(i)} for i in range(90)], ["yes", "no"] * 45,
+                        {"a": "numeric"}, list(range(60)), list(range(60, 90)))  # fmt: skip
+    sub = thesis.subsample(ds, 30)
+    assert (len(sub), len(sub.train_idx), len(sub.test_idx)) == (30, 20, 10)
+    assert all(x["a"] < 60 for x in sub.X[:20]) and all(x["a"] >= 60 for x in sub.X[20:])
+    assert sub.X == thesis.subsample(ds, 30).X  # seeded
+    assert "20 train / 10 test" in sub.notes[-1]
