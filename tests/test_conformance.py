@@ -28,7 +28,16 @@ MODELS = {
         vote="weighted",
         window=50,
     ),
+    "LeveragingBagging(HT,codes)": lambda: OnlineBagging(
+        HoeffdingTree(grace_period=20),
+        n_models=4,
+        seed=3,
+        drift="adwin",
+        poisson_lambda=6.0,
+        output_codes=True,
+    ),
     "Boosting(HT)": lambda: OnlineBoosting(HoeffdingTree(grace_period=20), n_models=4, seed=3),
+    "Boosting(NB,moa)": lambda: OnlineBoosting(NaiveBayes(), n_models=4, seed=3, lambda_rule="moa"),
     "Boosting(NB)": lambda: OnlineBoosting(NaiveBayes(), n_models=4, seed=3),
     "Boosting(Stump)": lambda: OnlineBoosting(DecisionStump(), n_models=4, seed=3),
     "AdwinBoosting(HT,majority)": lambda: OnlineBoosting(
