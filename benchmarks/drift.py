@@ -6,7 +6,9 @@ with ``ConceptDriftStream``; ``width`` is the length of the change, river's sigm
 
 * ``SEA abrupt``: ``SEA(variant=0)`` -> ``SEA(variant=3)`` (threshold 8 -> 9.5), width 100;
 * ``Agrawal abrupt``: ``Agrawal(classification_function=1)`` -> ``(function=4)``, width 100;
-* ``Agrawal gradual``: ``Agrawal(function=2)`` -> ``(function=5)``, width ``n / 4``.
+* ``Agrawal gradual``: ``Agrawal(function=2)`` -> ``(function=5)``, width ``n / 4``;
+* ``LED abrupt`` (10 classes, where output codes make binary problems of their own): ``LED(noise
+  10%, 17 irrelevant features)`` -> ``LEDDrift(the same, 7 drifting features)``, width 100.
 
 Models, 10 Hoeffding trees each (MOA's defaults: grace 200, delta 1e-7, tie 0.05, NBA leaves):
 
@@ -16,11 +18,19 @@ row                    Chorus                               MOA (capymoa) / rive
 OzaBag                 OnlineBagging(HT)                    meta.OzaBag / BaggingClassifier
 OzaBagAdwin            OnlineBagging(HT, drift="adwin")     meta.OzaBagAdwin / ADWINBaggingClassifier
 LeveragingBag          ... drift="adwin", poisson_lambda=6  meta.LeveragingBag / LeveragingBaggingClassifier
+LeveragingBag, codes   ... and output_codes=True            meta.LeveragingBag -o / (none)
 OzaBagAdwin, weighted  ... drift="adwin", vote="weighted"   (Chorus only)
 OzaBag + DDM           ... drift="ddm"                      (Chorus only)
 OzaBoost               OnlineBoosting(HT)                   meta.OzaBoost / AdaBoostClassifier
 OzaBoostAdwin          OnlineBoosting(HT, drift="adwin")    meta.OzaBoostAdwin / ADWINBoostingClassifier
+OzaBoost, MOA lambda   ... lambda_rule="moa"                (MOA's OzaBoost is that rule)
+OzaBoostAdwin, MOA l.  ... drift="adwin", lambda_rule="moa"  (MOA's OzaBoostAdwin is)
 =====================  ===================================  ==============================
+
+Significance: for each Chorus row, a paired t-test over the seeds (the same stream for both) of
+its accuracy against MOA's row of the same algorithm (``PEER``: the weighted vote and DDM against
+OzaBagAdwin, the MOA-lambda rows against MOA's boosting): ``▲`` / ``▼`` Chorus significantly
+above / below (p < 0.05), p-value in the table.
 
 Prequential predict-then-learn, one example per call, the same materialised stream for every
 library (MOA gets the same rows as pre-built Java instances, all features numeric). Stream seed
@@ -62,15 +72,22 @@ ROWS = {
     "bag": "OzaBag",
     "adwin": "OzaBagAdwin",
     "lev": "LeveragingBag",
+    "lev_oc": "LeveragingBag, output codes",
     "adwin_w": "OzaBagAdwin, weighted vote",
     "ddm": "OzaBag + DDM",
     "boost": "OzaBoost",
     "boost_adwin": "OzaBoostAdwin",
+    "boost_moa": "OzaBoost, MOA's lambda",
+    "boost_adwin_moa": "OzaBoostAdwin, MOA's lambda",
 }
+# the MOA row a Chorus row is tested against (default: the same key)
+PEER = {"adwin_w": "adwin", "ddm": "adwin", "boost_moa": "boost", "boost_adwin_moa": "boost_adwin"}
 LIBS = ("chorus", "moa", "river")
 STYLE = {"chorus": "-", "moa": "--", "river": ":"}
-COLOR = {"bag": "tab:gray", "adwin": "tab:blue", "lev": "tab:red", "adwin_w": "tab:green",
-         "ddm": "tab:purple", "boost": "tab:olive", "boost_adwin": "tab:orange"}  # fmt: skip
+COLOR = {"bag": "tab:gray", "adwin": "tab:blue", "lev": "tab:red", "lev_oc": "tab:pink",
+         "adwin_w": "tab:green", "ddm": "tab:purple", "boost": "tab:olive",
+         "boost_adwin": "tab:orange", "boost_moa": "tab:cyan",
+         "boost_adwin_moa": "tab:brown"}  # fmt: skip
 
 
 def make_streams(n: int, seed: int) -> dict[str, list]:
@@ -98,6 +115,13 @@ def make_streams(n: int, seed: int) -> dict[str, list]:
             synth.Agrawal(classification_function=5, seed=seed),
             n // 4,
         ),  # fmt: skip
+        "LED abrupt": drift(
+            synth.LED(seed=seed, noise_percentage=0.1, irrelevant_features=True),
+            synth.LEDDrift(
+                seed=seed, noise_percentage=0.1, irrelevant_features=True, n_drift_features=7
+            ),  # fmt: skip
+            abrupt,
+        ),  # fmt: skip
     }
 
 
@@ -116,10 +140,13 @@ def chorus_factories(seed: int, n_models: int) -> dict[str, Callable[[], Any]]:
         "bag": bag(),
         "adwin": bag(drift="adwin"),
         "lev": bag(drift="adwin", poisson_lambda=6.0),
+        "lev_oc": bag(drift="adwin", poisson_lambda=6.0, output_codes=True),
         "adwin_w": bag(drift="adwin", vote="weighted"),
         "ddm": bag(drift="ddm"),
         "boost": boost(),
         "boost_adwin": boost(drift="adwin"),
+        "boost_moa": boost(lambda_rule="moa"),
+        "boost_adwin_moa": boost(drift="adwin", lambda_rule="moa"),
     }
 
 
@@ -131,6 +158,10 @@ def moa_specs(n_models: int) -> dict[str, tuple[str, str]]:
         "lev": (
             "moa.classifiers.meta.LeveragingBag",
             f"-l ({ht}) -s {n_models} -w 6.0 -a 0.002 -m LeveragingBag",
+        ),  # fmt: skip
+        "lev_oc": (
+            "moa.classifiers.meta.LeveragingBag",
+            f"-l ({ht}) -s {n_models} -w 6.0 -a 0.002 -o -m LeveragingBag",
         ),  # fmt: skip
         "boost": ("moa.classifiers.meta.OzaBoost", f"-l ({ht}) -s {n_models}"),
         "boost_adwin": ("moa.classifiers.meta.OzaBoostAdwin", f"-l ({ht}) -s {n_models} -a 0.002"),
@@ -244,6 +275,33 @@ def fmt_acc(vals: list[float]) -> str:
     return f"{statistics.mean(vals):.3f} ± {statistics.stdev(vals):.3f}"
 
 
+def paired_p(a: list[float], b: list[float]) -> float | None:
+    """Two-sided p-value of a paired t-test (``None`` below 2 pairs)."""
+    from scipy import stats
+
+    if len(a) < 2 or len(a) != len(b):
+        return None
+    d = np.asarray(a) - np.asarray(b)
+    if np.allclose(d, d[0]):  # no spread: equal, or a constant difference
+        return 1.0 if np.allclose(d, 0.0) else 0.0
+    return float(stats.ttest_rel(a, b).pvalue)
+
+
+def versus(res: dict, sname: str, key: str, lib: str = "moa") -> str:
+    """``▲ 0.01`` / ``▼ 0.03`` / ``0.40``: Chorus' row ``key`` against ``lib``'s peer row over
+    the seeds both ran (paired: the same stream per seed)."""
+    ours = res.get((sname, "chorus", key)) or []
+    theirs = res.get((sname, lib, PEER.get(key, key))) or []
+    n = min(len(ours), len(theirs))
+    a = [float(ok.mean()) for ok, _, _ in ours[:n]]
+    b = [float(ok.mean()) for ok, _, _ in theirs[:n]]
+    p = paired_p(a, b)
+    if p is None:
+        return ""
+    mark = ("▲ " if statistics.mean(a) > statistics.mean(b) else "▼ ") if p < 0.05 else ""
+    return f"{mark}{p:.2f}"
+
+
 def report(res: dict, args: argparse.Namespace) -> str:
     half = args.n // 2
     lines = []
@@ -251,8 +309,8 @@ def report(res: dict, args: argparse.Namespace) -> str:
     for sname in streams:
         lines += [f"### {sname}", "",
                   "| library | model | seeds | mean accuracy | after the drift | "
-                  "first 1,000 after | examples/s | members reset |",
-                  "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+                  "first 1,000 after | examples/s | members reset | vs MOA (p) |",
+                  "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for lib in LIBS:
             for key in ROWS:
                 runs = res.get((sname, lib, key))
@@ -264,10 +322,37 @@ def report(res: dict, args: argparse.Namespace) -> str:
                 rate = statistics.mean(len(ok) / sec for ok, sec, _ in runs)
                 drifts = [d for _, _, d in runs]
                 reset = "" if drifts[0] is None else f"{statistics.mean(drifts):.0f}"
+                vs = versus(res, sname, key) if lib == "chorus" else ""
                 lines.append(f"| {lib} | {ROWS[key]} | {len(runs)} | {fmt_acc(acc)} | "
-                             f"{fmt_acc(after)} | {fmt_acc(first)} | {rate:,.0f} | {reset} |")  # fmt: skip
+                             f"{fmt_acc(after)} | {fmt_acc(first)} | {rate:,.0f} | {reset} | "
+                             f"{vs} |")  # fmt: skip
         lines.append("")
+    lines += option_effects(res, streams)
     return "\n".join(lines)
+
+
+def option_effects(res: dict, streams: list[str]) -> list[str]:
+    """Mean accuracy with an option minus without, per stream and library, with the paired
+    p-value over seeds: output codes (leveraging bagging), MOA's lambda rule (boosting)."""
+    pairs = [("lev_oc", "lev", ("chorus", "moa")), ("boost_moa", "boost", ("chorus",)),
+             ("boost_adwin_moa", "boost_adwin", ("chorus",))]  # fmt: skip
+    lines = ["### What the options change", "",
+             "Mean accuracy with the option minus without (paired over seeds, p-value).", "",
+             "| stream | option | library | with | without | difference (p) |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for sname in streams:
+        for on, off, libs in pairs:
+            for lib in libs:
+                a = [float(ok.mean()) for ok, _, _ in res.get((sname, lib, on)) or []]
+                b = [float(ok.mean()) for ok, _, _ in res.get((sname, lib, off)) or []]
+                if not a or len(a) != len(b):
+                    continue
+                p = paired_p(a, b)
+                diff = statistics.mean(a) - statistics.mean(b)
+                lines.append(f"| {sname} | {ROWS[on]} | {lib} | {statistics.mean(a):.3f} | "
+                             f"{statistics.mean(b):.3f} | {diff:+.3f}"
+                             f"{'' if p is None else f' ({p:.2f})'} |")  # fmt: skip
+    return [*lines, ""]
 
 
 def plot(res: dict, args: argparse.Namespace, path: str) -> None:

@@ -22,11 +22,16 @@ One run kernel (signature of ``learners.compiled.single_run``) with ``fstate`` a
 With ``lambda = 1``, no detector and the ``average`` or ``majority`` vote this learns exactly what
 ``_kernels.bagging_run`` learns (the same draws, the same updates): only the window is extra.
 
+With output codes (leveraging bagging's option, MOA's ``LeveragingBag -o``) member m learns the
+binary problem ``output_code(seed, m, y)`` instead of ``y`` (its detector and the window count
+it right or wrong on that bit), and the vote decodes: class c gets each member's vote for c's
+bit (``codes_predict``).
+
 ``boosting_adaptive_run`` is online boosting (``_kernels.boosting_learn``, Oza 2001 Fig. 4.3) with
 the same window and one ADWIN detector per member on its 0/1 error after learning; on a change
 the member with the highest estimated error is reset and its ``lambda_sc``, ``lambda_sw`` zeroed
 (ADWIN boosting, MOA's ``OzaBoostAdwin``). Without a detector it learns exactly what
-``_kernels.boosting_run`` learns.
+``_kernels.boosting_run`` learns, with either lambda rule (``_kernels.boost_step``).
 """
 
 from __future__ import annotations
@@ -59,12 +64,13 @@ from ._kernels import (
     VOTE_MAJORITY,
     VOTE_WEIGHTED,
     add_vote,
+    boost_seen,
     boost_step,
     end_vote,
     purge_stale_cache,
     vote_weights,
 )
-from ._rng import poisson
+from ._rng import poisson, uniform
 from .adwin import AdwinState, adwin_estimate, adwin_reset, adwin_update
 from .ddm import DRIFT as DDM_DRIFT
 from .ddm import ddm_reset, ddm_update
@@ -73,16 +79,20 @@ purge_stale_cache(
     __file__, (*KERNEL_SOURCES, *(Path(str(m.__file__)) for m in (_rng, adwin, ddm, _kernels)))
 )
 
-# ipar: [seed, vote, drift detector, window length, ADWIN clock, ADWIN min_len, reuse]; reuse = 1:
-# ``st.mpred`` already holds the members' predictions of the first row (a predict_one of the
-# same example just before, with no learning in between)
-SEED, VOTE, DRIFT, WINDOW, CLOCK, MIN_LEN, REUSE = range(7)
+# ipar: [seed, vote, drift detector, window length, ADWIN clock, ADWIN min_len, reuse, output
+# codes, lambda rule]; reuse = 1: ``st.mpred`` already holds the members' predictions of the
+# first row (a predict_one of the same example just before, with no learning in between); output
+# codes = 1: each bagging member learns a binary problem (``output_code``); lambda rule: boosting's
+# (``_kernels.LAMBDA_THESIS`` or ``LAMBDA_MOA``)
+SEED, VOTE, DRIFT, WINDOW, CLOCK, MIN_LEN, REUSE, CODES, RULE = range(9)
 NO_DRIFT, DRIFT_ADWIN, DRIFT_DDM = 0, 1, 2
 # fpar: [Poisson lambda, ADWIN delta]
 LAMBDA, DELTA = 0, 1
 # counters: [ring position, rows in the window, members reset]
 POS, FILLED, RESETS = 0, 1, 2
 RESET = -2  # a window entry of a member that has been reset since (not counted)
+WRONG = -3  # a window entry of an output-code member wrong on its binary problem
+CODE_TAG = 1 << 59  # output codes are keyed by (seed, CODE_TAG + class pair, member)
 
 
 class AdaptiveState(NamedTuple):
@@ -98,7 +108,8 @@ class AdaptiveState(NamedTuple):
     resets: np.ndarray  # [M] times member m was reset
     counters: np.ndarray  # [3] POS, FILLED, RESETS
     mpred: np.ndarray  # [M] scratch: the members' predictions of the current row
-    lam: np.ndarray  # [2, M] boosting's lambda_sc, lambda_sw per member (unused by bagging)
+    lam: np.ndarray  # [3, M] boosting's lambda_sc, lambda_sw per member, total weight seen
+    # at [2, 0] (``_kernels.boost_step``; unused by bagging)
 
 
 @nb.njit(cache=True)
@@ -111,9 +122,29 @@ def member_weight(ipar, st, m):
 
 
 @nb.njit(cache=True)
+def output_code(seed, m, c):
+    """Member m's bit (0 or 1) for class c (leveraging bagging's output codes, Bifet, Holmes &
+    Pfahringer 2010): a random bit per pair of classes (2j, 2j + 1), the pair's two classes on
+    opposite sides, so that every member splits the classes seen so far in two halves (one
+    off for an odd count) and a binary problem is the problem itself or its negation. A pure
+    function of ``(seed, m, c)``: classes arriving mid-stream get their bits when they come."""
+    bit = 1 if uniform(seed, CODE_TAG + (c >> 1), m, 0) < 0.5 else 0
+    return bit ^ (c & 1)
+
+
+@nb.njit(cache=True)
+def member_classes(ipar, n):
+    """Classes member trees see when the ensemble knows ``n``: 2 with output codes."""
+    return 2 if ipar[CODES] == 1 else n
+
+
+@nb.njit(cache=True)
 def adaptive_predict(B, ipar, st, xr, cr, n, code_attr, pk, pv, hint, out_row):
     """The vote (majority, average, or accuracy-weighted average); members' top classes are
     kept in ``st.mpred`` for the learning step. Members' probabilities are sparse."""
+    if ipar[CODES] == 1:
+        codes_predict(B, ipar, st, xr, cr, n, code_attr, pk, pv, hint, out_row)
+        return
     out_row[:n] = 0.0
     total = 0.0
     for m in range(B.kind.shape[0]):
@@ -130,6 +161,39 @@ def adaptive_predict(B, ipar, st, xr, cr, n, code_attr, pk, pv, hint, out_row):
             total += wt
         else:
             st.mpred[m] = -1
+    if total > 0.0:
+        for c in range(n):
+            out_row[c] /= total
+
+
+@nb.njit(cache=True)
+def codes_predict(B, ipar, st, xr, cr, n, code_attr, pk, pv, hint, out_row):
+    """The vote decoded from binary members: class c gets member m's vote for bit
+    ``output_code(seed, m, c)`` (``majority``: its weight if that is m's top bit; else its
+    weight times m's probability of that bit); the row is normalised to sum 1. Members' top
+    bits are kept in ``st.mpred``."""
+    out_row[:n] = 0.0
+    for m in range(B.kind.shape[0]):
+        k = tree_proba(B, B, m, xr, cr, 2, code_attr, pk, pv, hint)
+        if k <= 0:
+            st.mpred[m] = -1
+            continue
+        top = argmax(pk, pv, k)
+        st.mpred[m] = top
+        wt = member_weight(ipar, st, m)
+        p1 = 0.0
+        for i in range(k):
+            if pk[i] == 1:
+                p1 = pv[i]
+        for c in range(n):
+            bit = output_code(ipar[SEED], m, c)
+            if ipar[VOTE] == VOTE_MAJORITY:
+                out_row[c] += wt if bit == top else 0.0
+            else:
+                out_row[c] += wt * (p1 if bit == 1 else 1.0 - p1)
+    total = 0.0
+    for c in range(n):
+        total += out_row[c]
     if total > 0.0:
         for c in range(n):
             out_row[c] /= total
@@ -180,21 +244,27 @@ def reset_member(B, ipar, st, m, hint):
 
 @nb.njit(cache=True)
 def adaptive_learn(B, ipar, st, xr, cr, y, w, seq, nc, code_attr, pk, pv, hint):
-    """Bagging with Poisson(lambda) weights, then the window and the detectors (module doc)."""
+    """Bagging with Poisson(lambda) weights, then the window and the detectors (module doc).
+    With output codes member m learns (and is right or wrong on) its bit of ``y``."""
     M = B.kind.shape[0]
     lam = st.fpar[LAMBDA]
     drift = ipar[DRIFT] != NO_DRIFT
+    codes = ipar[CODES] == 1
+    mc = member_classes(ipar, nc)
     change = False
     for m in range(M):
         k = poisson(
             lam, ipar[SEED], seq, m
         )  # k ~ Poisson(lambda), keyed by (seed, example, member)
-        correct = st.mpred[m] == y  # (a member that does not learn it is unchanged)
+        ym = output_code(ipar[SEED], m, y) if codes else y  # the class member m learns
+        correct = st.mpred[m] == ym  # (a member that does not learn it is unchanged)
+        if codes and st.mpred[m] >= 0:  # the window holds right (y) or wrong, not bits
+            st.mpred[m] = y if correct else WRONG
         if k > 0:
-            tree_learn(B, B, m, xr, cr, y, k * w, nc, code_attr, pk, pv, hint)
+            tree_learn(B, B, m, xr, cr, ym, k * w, mc, code_attr, pk, pv, hint)
             if drift:  # its detector gets its error on the example *after* learning it (MOA)
-                n = tree_proba(B, B, m, xr, cr, nc, code_attr, pk, pv, hint)
-                correct = argmax(pk, pv, n) == y
+                n = tree_proba(B, B, m, xr, cr, mc, code_attr, pk, pv, hint)
+                correct = argmax(pk, pv, n) == ym
                 hint[m, 0] = -1  # computed after the update: not reusable
         if ipar[DRIFT] == DRIFT_DDM:  # DDM: the member whose detector signals a drift is reset
             if ddm_update(st.ddm, m, 0.0 if correct else 1.0) == DDM_DRIFT:
@@ -255,9 +325,8 @@ def boosting_adaptive_predict(B, ipar, st, xr, cr, n, code_attr, pk, pv, hint, o
 @nb.njit(cache=True)
 def boosting_adaptive_learn(B, ipar, st, xr, cr, y, w, seq, nc, code_attr, pk, pv, hint):
     """Oza (2001), Fig. 4.3 (``_kernels.boosting_learn``), then the window and the detectors."""
-    lam_sc = st.lam[0]
-    lam_sw = st.lam[1]
     lam = w  # lambda <- 1 (times the example's weight)
+    boost_seen(st.lam, w, ipar[RULE])
     change = False
     for m in range(B.kind.shape[0]):
         k = poisson(lam, ipar[SEED], seq, m)  # k ~ Poisson(lambda)
@@ -266,15 +335,15 @@ def boosting_adaptive_learn(B, ipar, st, xr, cr, y, w, seq, nc, code_attr, pk, p
         n = tree_proba(B, B, m, xr, cr, nc, code_attr, pk, pv, hint)
         correct = argmax(pk, pv, n) == y  # h_m(x) = y, after learning it
         hint[m, 0] = -1  # computed after the update: not reusable
-        lam = boost_step(lam_sc, lam_sw, m, lam, correct)
+        lam = boost_step(st.lam, m, lam, correct, ipar[RULE])
         if ipar[DRIFT] == DRIFT_ADWIN and detect(ipar, st, m, correct):
             change = True
     record(ipar, st, y)
     if change:  # a fresh member with no error weight yet: it votes once it has some
         worst = reset_worst(B, ipar, st, hint)
-        if worst >= 0:
-            lam_sc[worst] = 0.0
-            lam_sw[worst] = 0.0
+        if worst >= 0:  # (MOA's total weight seen is the ensemble's: it stays)
+            st.lam[0, worst] = 0.0
+            st.lam[1, worst] = 0.0
 
 
 @nb.njit(cache=True)
@@ -331,9 +400,10 @@ def adaptive_loop(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn
             # them (ADWIN boosting's detectors use the prediction after learning)
             if (not do_predict and not (r == start and ipar[REUSE] == 1)
                     and (method == BAGGING or ipar[WINDOW] > 0)):  # fmt: skip
+                mc = member_classes(ipar, n_cls[r])
                 for m in range(M):
-                    k = tree_proba(B, B, m, xr, cr, n_cls[r], code_attr, pk, pv, hint)
-                    st.mpred[m] = argmax(pk, pv, k)  # -1: no prediction
+                    k = tree_proba(B, B, m, xr, cr, mc, code_attr, pk, pv, hint)
+                    st.mpred[m] = argmax(pk, pv, k)  # -1: no prediction (a bit with codes)
             nc = classes_after(n_cls, ys, r)
             if method == BAGGING:
                 adaptive_learn(B, ipar, st, xr, cr, ys[r], ws[r], seqs[r], nc, code_attr, pk, pv,

@@ -155,33 +155,53 @@ def end_vote(B, xr, cr, n, code_attr, pk, pv, hint, out_row, total):
         scatter(pk, pv, tree_proba(B, B, 0, xr, cr, n, code_attr, pk, pv, hint), out_row)
 
 
+LAMBDA_THESIS, LAMBDA_MOA = 0, 1
+LAMBDA_RULES = {"thesis": LAMBDA_THESIS, "moa": LAMBDA_MOA}
+SC, SW, SEEN = 0, 1, 2  # rows of boosting's lambda matrix [3, M]; SEEN: [total weight, 0, ...]
+
+
 @nb.njit(cache=True)
-def boost_step(lam_sc, lam_sw, m, lam, correct):
+def boost_seen(lams, w, rule):
+    """Count an example of weight ``w`` in the ensemble's total (read by MOA's rule only)."""
+    if rule == LAMBDA_MOA:
+        lams[SEEN, 0] += w
+
+
+@nb.njit(cache=True)
+def boost_step(lams, m, lam, correct, rule):
     """Fig. 4.3 after member m saw the example with weight lambda: its lambda_sc (``correct``)
     or lambda_sw grows by lambda; returns the next member's lambda, lambda / (2 (1 - e_m)) or
-    lambda / (2 e_m)."""
+    lambda / (2 e_m) (``rule`` LAMBDA_THESIS), or MOA's lambda N / (2 lambda_sc_m) or
+    lambda N / (2 lambda_sw_m) with N the ensemble's total weight seen (LAMBDA_MOA, MOA's
+    OzaBoost and OzaBoostAdwin)."""
+    lam_sc = lams[SC]
+    lam_sw = lams[SW]
     if correct:  # h_m(x) = y
         lam_sc[m] += lam
+        if rule == LAMBDA_MOA:
+            return lam * lams[SEEN, 0] / (2.0 * lam_sc[m])
         eps = lam_sw[m] / (lam_sc[m] + lam_sw[m])
         return lam / (2.0 * (1.0 - eps))
     lam_sw[m] += lam
+    if rule == LAMBDA_MOA:
+        return lam * lams[SEEN, 0] / (2.0 * lam_sw[m])
     eps = lam_sw[m] / (lam_sc[m] + lam_sw[m])
     return lam / (2.0 * eps)
 
 
 @nb.njit(cache=True)
 def boosting_learn(B, ipar, fstate, xr, cr, y, w, seq, nc, code_attr, pk, pv, hint):
-    """Oza (2001), Fig. 4.3, with fstate = [lambda_sc, lambda_sw]."""
-    lam_sc = fstate[0]
-    lam_sw = fstate[1]
+    """Oza (2001), Fig. 4.3, with fstate = [lambda_sc, lambda_sw, seen] and ``ipar[2]`` the
+    lambda rule."""
     lam = w  # lambda <- 1 (times the example's weight)
+    boost_seen(fstate, w, ipar[2])
     for m in range(B.kind.shape[0]):
         k = poisson(lam, ipar[0], seq, m)  # k ~ Poisson(lambda)
         if k > 0:
             tree_learn(B, B, m, xr, cr, y, float(k), nc, code_attr, pk, pv, hint)
         n = tree_proba(B, B, m, xr, cr, nc, code_attr, pk, pv, hint)
         hint[m, 0] = -1  # computed after the update: not reusable
-        lam = boost_step(lam_sc, lam_sw, m, lam, argmax(pk, pv, n) == y)
+        lam = boost_step(fstate, m, lam, argmax(pk, pv, n) == y, ipar[2])
 
 
 # --------------------------------------------------------------------------- the row driver
@@ -242,8 +262,9 @@ def bagging_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_lea
 @nb.njit(cache=True)
 def boosting_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
                  code_attr, need):  # fmt: skip
-    """Online boosting over rows; ``ipar = [seed, vote]``, ``fstate = [lambda_sc, lambda_sw]`` (one
-    column per member). Signature of ``learners.compiled.single_run``."""
+    """Online boosting over rows; ``ipar = [seed, vote, lambda rule]``, ``fstate = [lambda_sc,
+    lambda_sw, seen]`` (one column per member; ``seen[0]`` the total weight learned, kept for
+    MOA's rule). Signature of ``learners.compiled.single_run``."""
     return ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
                         n_cls, code_attr, need, BOOSTING)  # fmt: skip
 

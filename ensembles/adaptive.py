@@ -19,8 +19,11 @@ ADWIN_CLOCK = 32  # MOA's defaults
 ADWIN_MIN_LEN = 5
 
 
-def check_options(*, poisson_lambda: Any, drift: Any, drift_delta: Any, window: Any) -> None:
+def check_options(*, poisson_lambda: Any, drift: Any, drift_delta: Any, window: Any,
+                  output_codes: Any = False) -> None:  # fmt: skip
     """``ValueError`` naming the valid choices of each option."""
+    if not isinstance(output_codes, bool):
+        raise ValueError(f"output_codes must be true or false, got {output_codes!r}")
     if drift not in DRIFTS:
         raise ValueError(f"drift must be one of {list(DRIFTS)}, got {drift!r}")
     if (
@@ -38,6 +41,13 @@ def check_options(*, poisson_lambda: Any, drift: Any, drift_delta: Any, window: 
         raise ValueError(f"window must be None or an integer in [0, 100000], got {window!r}")
 
 
+def int_params(seed: int, vote: int, drift: str | None, window: int, *, codes: bool = False,
+               lambda_rule: int = 0) -> np.ndarray:  # fmt: skip
+    """The adaptive kernels' ``ipar`` (``_adaptive.SEED`` .. ``_adaptive.RULE``)."""
+    return np.array([seed, vote, DRIFTS[drift], window, ADWIN_CLOCK, ADWIN_MIN_LEN, 0, int(codes),
+                     lambda_rule], dtype=np.int64)  # fmt: skip
+
+
 def new_state(n_models: int, window: int, poisson_lambda: float, drift_delta: float):
     """Fresh arrays for ``n_models`` members and a window of ``window`` examples."""
     M = n_models
@@ -52,7 +62,7 @@ def new_state(n_models: int, window: int, poisson_lambda: float, drift_delta: fl
         resets=np.zeros(M, np.int64),
         counters=np.zeros(3, np.int64),
         mpred=np.full(M, -1, np.int64),
-        lam=np.zeros((2, M)),
+        lam=np.zeros((3, M)),
     )
 
 

@@ -48,7 +48,16 @@ class OnlineBagging(VotingEnsemble):
         smoothed as (correct + 1) / (counted + 2)).
     poisson_lambda
         Rate of the Poisson weights: 1 (default) is Oza's bagging; 6 with ``drift="adwin"`` is
-        leveraging bagging (Bifet, Holmes & Pfahringer 2010, without output codes).
+        leveraging bagging (Bifet, Holmes & Pfahringer 2010).
+    output_codes
+        ``False`` (default) or ``True``: leveraging bagging's random output codes (MOA's
+        ``LeveragingBag -o``). Member m learns a binary problem: each class c is mapped to a bit
+        ``output_code(seed, m, c)``, random per pair of classes (2j, 2j + 1) with the pair's two
+        classes on opposite sides (so a member splits the classes in two halves; with two
+        classes it learns y or its negation). The vote decodes: class c gets each member's
+        probability of c's bit (``vote="majority"``: a vote when it is the member's top bit, as
+        MOA), normalised to sum 1; each member's detector and window count it right or wrong
+        on its own bit. Needs a native learner; ``prime`` is not available with it.
     drift
         ``None`` (default: never forget, the thesis' algorithm) or ``"adwin"``: one ADWIN
         detector per member on its 0/1 error (on the example after learning it, as MOA); when one detects that
@@ -109,11 +118,13 @@ class OnlineBagging(VotingEnsemble):
 
     def __init__(self, learner: Any, *, n_models: int = 10, seed: int = 0, vote: str = "average",
                  poisson_lambda: float = 1.0, drift: str | None = None, drift_delta: float = 0.002,
-                 window: int | None = None, limits: Limits | dict | None = None,
-                 threads: int = 1):  # fmt: skip
+                 window: int | None = None, output_codes: bool = False,
+                 limits: Limits | dict | None = None, threads: int = 1):  # fmt: skip
         adaptive.check_options(poisson_lambda=poisson_lambda, drift=drift,
-                               drift_delta=drift_delta, window=window)  # fmt: skip
+                               drift_delta=drift_delta, window=window,
+                               output_codes=output_codes)  # fmt: skip
         self.poisson_lambda = poisson_lambda
+        self.output_codes = output_codes
         self.drift = drift
         self.drift_delta = drift_delta
         self.window = window
@@ -135,19 +146,18 @@ class OnlineBagging(VotingEnsemble):
     def adaptive(self) -> bool:
         """Whether the model runs the adaptive kernel (any option beyond Oza's bagging)."""
         return (self.drift is not None or self.poisson_lambda != 1.0 or self.vote == "weighted"
-                or self._window > 0)  # fmt: skip
+                or self._window > 0 or self.output_codes)  # fmt: skip
 
     def _init_extra(self) -> None:
         self._int_params = self._ipar()
         if not self.adaptive:
             return
         if not isinstance(self.learner, NativeLearner):
-            raise ValueError("drift, poisson_lambda, window and vote='weighted' need a native "
-                             "learner (hoeffding_tree, naive_bayes, stump)")  # fmt: skip
+            raise ValueError("drift, poisson_lambda, window, output_codes and vote='weighted' "
+                             "need a native learner (hoeffding_tree, naive_bayes, stump)")  # fmt: skip
         self._kernel = cast(Any, _adaptive.adaptive_run)
-        self._int_params = np.array([self.seed, _kernels.VOTES[self.vote], adaptive.DRIFTS[self.drift],
-                            self._window, adaptive.ADWIN_CLOCK, adaptive.ADWIN_MIN_LEN, 0],
-                           dtype=np.int64)  # fmt: skip
+        self._int_params = adaptive.int_params(self.seed, _kernels.VOTES[self.vote], self.drift,
+                                               self._window, codes=self.output_codes)  # fmt: skip
         self._float_state = adaptive.new_state(self.n_models, self._window, self.poisson_lambda,
                                      self.drift_delta)  # fmt: skip
 
@@ -178,7 +188,8 @@ class OnlineBagging(VotingEnsemble):
 
     def _extra_params(self) -> dict:
         out = super()._extra_params()
-        defaults = {"poisson_lambda": 1.0, "drift": None, "drift_delta": 0.002, "window": None}
+        defaults = {"poisson_lambda": 1.0, "drift": None, "drift_delta": 0.002, "window": None,
+                    "output_codes": False}  # fmt: skip
         out.update({k: getattr(self, k) for k, v in defaults.items() if getattr(self, k) != v})
         return out
 
@@ -243,6 +254,8 @@ class OnlineBagging(VotingEnsemble):
         ``BatchBagging`` does (thesis §4.6.2 primes boosting the same way). The sequence counter
         advances by N so later Poisson draws are fresh.
         """
+        if self.output_codes:
+            raise ValueError("prime() is not available with output_codes (members learn bits)")
         X, y = list(X), list(y)
         if not X:
             return self

@@ -48,6 +48,17 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
 
     An example's sample weight ``w`` is its initial lambda (as MOA does).
 
+    ``lambda_rule="moa"`` replaces the two lambda updates by MOA's (``OzaBoost``,
+    ``OzaBoostAdwin``)::
+
+            if h_m(x) == y:  lsc_m += lambda;  lambda *= N / (2 lsc_m)
+            else:            lsw_m += lambda;  lambda *= N / (2 lsw_m)
+
+    with ``N`` the total weight of the examples the ensemble has learned (this one included).
+    For member 1, ``lsc_1 + lsw_1 = N`` and the rules agree; a later member's sums are those of
+    the lambdas it got, so they differ, most after an ADWIN reset zeroes a member's sums: MOA's
+    rule then gives the members after it lambdas up to ``N / 2``.
+
     Parameters
     ----------
     learner
@@ -69,6 +80,10 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
         ``describe()["n_drifts"]`` counts the resets.
     drift_delta
         ADWIN's confidence (0.002, as MOA).
+    lambda_rule
+        ``"thesis"`` (default: Oza 2001, Fig. 4.3) or ``"moa"`` (MOA's update, above; measured
+        better after an abrupt drift with ``drift="adwin"``, worse under a gradual one:
+        benchmarks/results/drift.md).
     window
         Examples over which each member's accuracy (before learning each example) and the
         members' diversity (``describe()``) are kept; 0 keeps none. ``None`` (default): 1000
@@ -106,13 +121,18 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
 
     def __init__(self, learner: Any, *, n_models: int = 10, seed: int = 0, vote: str = "average",
                  drift: str | None = None, drift_delta: float = 0.002, window: int | None = None,
-                 limits: Limits | dict | None = None):  # fmt: skip
+                 lambda_rule: str = "thesis", limits: Limits | dict | None = None):  # fmt: skip
         if drift not in self.drifts:
             raise ValueError(
                 f"drift must be one of {list(self.drifts)} for boosting, got {drift!r}"
             )
         adaptive.check_options(poisson_lambda=1.0, drift=drift, drift_delta=drift_delta,
                                window=window)  # fmt: skip
+        if lambda_rule not in _kernels.LAMBDA_RULES:
+            raise ValueError(
+                f"lambda_rule must be one of {list(_kernels.LAMBDA_RULES)}, got {lambda_rule!r}"
+            )
+        self.lambda_rule = lambda_rule
         self.drift = drift
         self.drift_delta = drift_delta
         self.window = window
@@ -130,23 +150,25 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
         return self.drift is not None or self._window > 0
 
     def _init_extra(self) -> None:
-        self._int_params = self._ipar()
+        rule = _kernels.LAMBDA_RULES[self.lambda_rule]
+        self._int_params = np.append(self._ipar(), rule)  # [seed, vote, lambda rule]
         if not self.adaptive:
-            self._float_state = np.zeros((2, self.n_models))  # rows: lambda_sc, lambda_sw
+            # rows: lambda_sc, lambda_sw, and [total weight seen, 0, ...] (MOA's rule)
+            self._float_state = np.zeros((3, self.n_models))
             return
         if not isinstance(self.learner, NativeLearner):
             raise ValueError("drift and window need a native learner (hoeffding_tree, "
                              "naive_bayes, stump)")  # fmt: skip
         self._kernel = cast(Any, _adaptive.boosting_adaptive_run)
-        self._int_params = np.array([self.seed, self._int_params[1], adaptive.DRIFTS[self.drift],
-                                     self._window, adaptive.ADWIN_CLOCK, adaptive.ADWIN_MIN_LEN,
-                                     0], dtype=np.int64)  # fmt: skip
+        self._int_params = adaptive.int_params(self.seed, int(self._int_params[1]), self.drift,
+                                               self._window, lambda_rule=rule)  # fmt: skip
         self._float_state = adaptive.new_state(self.n_models, self._window, 1.0,
                                                 self.drift_delta)  # fmt: skip
 
     @property
     def _lam(self) -> np.ndarray:
-        """``[lambda_sc, lambda_sw]``, one column per member (updated in place by the kernel)."""
+        """``[lambda_sc, lambda_sw, seen]``, one column per member (updated in place by the
+        kernel; ``seen[0]`` is the total weight learned, kept for MOA's rule)."""
         st: Any = self._float_state
         return st.lam if self.adaptive else st
 
@@ -195,28 +217,26 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
 
     def _py_learn(self, x: Features, y: Label, w: float, seq: int) -> None:
         lam = w
+        rule = _kernels.LAMBDA_RULES[self.lambda_rule]
+        kernel(_kernels.boost_seen)(self._lam, w, rule)
         for m, member in enumerate(self._members):
             k = poisson(lam, self.seed, seq, m)
             if k > 0:
                 member.learn_one(x, y, w=float(k))
-            if self._top_class(member.predict_proba_one(x)) == y:
-                self._lam_sc[m] += lam
-                eps = self._lam_sw[m] / (self._lam_sc[m] + self._lam_sw[m])
-                lam = lam / (2.0 * (1.0 - eps))
-            else:
-                self._lam_sw[m] += lam
-                eps = self._lam_sw[m] / (self._lam_sc[m] + self._lam_sw[m])
-                lam = lam / (2.0 * eps)
+            correct = self._top_class(member.predict_proba_one(x)) == y
+            lam = kernel(_kernels.boost_step)(self._lam, m, lam, correct, rule)
 
     # state
     def _extra_params(self) -> dict:
         out = super()._extra_params()
-        defaults = {"drift": None, "drift_delta": 0.002, "window": None}
+        defaults = {"drift": None, "drift_delta": 0.002, "window": None, "lambda_rule": "thesis"}
         out.update({k: getattr(self, k) for k, v in defaults.items() if getattr(self, k) != v})
         return out
 
     def _extra_arrays(self) -> dict[str, np.ndarray]:
         out = {"boost.lam_sc": self._lam_sc.copy(), "boost.lam_sw": self._lam_sw.copy()}
+        if self.lambda_rule == "moa":
+            out["boost.seen"] = self._lam[2, :1].copy()
         if self.adaptive:
             out.update(adaptive.state_arrays(self._float_state))
         return out
@@ -224,6 +244,8 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
     def _load_extra(self, arrays: dict[str, np.ndarray]) -> None:
         self._lam[0] = np.asarray(arrays["boost.lam_sc"], dtype=np.float64)
         self._lam[1] = np.asarray(arrays["boost.lam_sw"], dtype=np.float64)
+        if self.lambda_rule == "moa":
+            self._lam[2, :1] = np.asarray(arrays["boost.seen"], dtype=np.float64)
         if self.adaptive:
             adaptive.load_state_arrays(self._float_state, arrays)
 
@@ -260,5 +282,7 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
                 D = np.where(correct, D / (2.0 * (1.0 - eps)), D / (2.0 * eps))
             elif eps >= 0.5 or math.isclose(eps, 0.0):
                 D = np.full(N, 1.0 / N)  # AdaBoost would stop; restart the weights instead
+        if self.lambda_rule == "moa":
+            self._lam[2, 0] += N  # the block's weight, in MOA's total N
         self._set_n_seen(self.n_seen + N)
         return self

@@ -10,6 +10,13 @@ from ensembles import OnlineBagging, OnlineBoosting, Single
 from learners import MLP, DecisionStump, ExactTree, HoeffdingTree, NaiveBayes, RiverLearner
 from learners.checks import CHECKS, yield_checks
 
+
+def leveraging(**options):
+    """Leveraging bagging (ADWIN, Poisson(6)) of four small Hoeffding trees, with ``options``."""
+    return lambda: OnlineBagging(HoeffdingTree(grace_period=20), n_models=4, seed=3,
+                                 drift="adwin", poisson_lambda=6.0, **options)  # fmt: skip
+
+
 MODELS = {
     "HoeffdingTree": lambda: HoeffdingTree(grace_period=20),
     "NaiveBayes": NaiveBayes,
@@ -19,16 +26,10 @@ MODELS = {
     "Bagging(HT)": lambda: OnlineBagging(HoeffdingTree(grace_period=20), n_models=4, seed=3),
     "Bagging(NB,average)": lambda: OnlineBagging(NaiveBayes(), n_models=4, seed=3, vote="average"),
     "Bagging(Stump)": lambda: OnlineBagging(DecisionStump(), n_models=4, seed=3),
-    "LeveragingBagging(HT,weighted)": lambda: OnlineBagging(
-        HoeffdingTree(grace_period=20),
-        n_models=4,
-        seed=3,
-        drift="adwin",
-        poisson_lambda=6.0,
-        vote="weighted",
-        window=50,
-    ),
+    "LeveragingBagging(HT,weighted)": leveraging(vote="weighted", window=50),
+    "LeveragingBagging(HT,codes)": leveraging(output_codes=True),
     "Boosting(HT)": lambda: OnlineBoosting(HoeffdingTree(grace_period=20), n_models=4, seed=3),
+    "Boosting(NB,moa)": lambda: OnlineBoosting(NaiveBayes(), n_models=4, seed=3, lambda_rule="moa"),
     "Boosting(NB)": lambda: OnlineBoosting(NaiveBayes(), n_models=4, seed=3),
     "Boosting(Stump)": lambda: OnlineBoosting(DecisionStump(), n_models=4, seed=3),
     "AdwinBoosting(HT,majority)": lambda: OnlineBoosting(

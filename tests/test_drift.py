@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ensembles import OnlineBagging, OnlineBoosting, build_model, load_state
+from ensembles._adaptive import output_code
 from ensembles._kernels import member_predict
 from ensembles.adwin import ADWIN
 from ensembles.diversity import pair_stats, window_diversity
@@ -485,3 +486,163 @@ def test_adwin_boosting_spec_options_and_errors():
         OnlineBoosting(HoeffdingTree(), drift="adwin", drift_delta=0.0)
     with pytest.raises(ValueError, match="native"):
         build_model({"ensemble": "boosting", "learner": "mlp", "params": {"drift": "adwin"}})
+
+
+# ----------------------------------------------------------------------------- output codes
+def four_classes(n: int, seed: int = 0):
+    """Four classes, one per value of a categorical feature (any split of them in two halves
+    is a problem a tree learns at once), a numeric feature of noise, 2% label noise."""
+    rng = random.Random(seed)
+    for _ in range(n):
+        c = rng.randrange(4)
+        x = {"q": "klmn"[c], "x1": rng.random()}
+        y = "abcd"[c]
+        if rng.random() < 0.02:
+            y = rng.choice("abcd")
+        yield x, y
+
+
+def test_output_codes_split_each_pair_of_classes_and_are_pure_functions():
+    code = kernel(output_code)
+    bits = np.array([[code(7, m, c) for c in range(8)] for m in range(200)])
+    assert set(np.unique(bits)) == {0, 1}
+    assert (bits[:, 0::2] != bits[:, 1::2]).all()  # classes 2j, 2j + 1 on opposite sides
+    assert (bits.sum(axis=1) == 4).all()  # so every member splits 8 classes 4 / 4
+    assert 0.4 < bits[:, 0].mean() < 0.6 and 0.4 < bits[:, 2].mean() < 0.6  # random per pair
+    assert (bits[:, 0] != bits[:, 2]).any() and (bits[:, 0] == bits[:, 2]).any()
+    assert bits.tolist() == [[code(7, m, c) for c in range(8)] for m in range(200)]
+    assert bits.tolist() == [[output_code.py_func(7, m, c) for c in range(8)] for m in range(200)]
+    assert [code(8, m, 0) for m in range(64)] != [code(7, m, 0) for m in range(64)]  # the seed
+
+
+def member_top(model, m: int, data) -> tuple[np.ndarray, np.ndarray]:
+    """Member m's top class code for each row (bits, with output codes) and the rows' class
+    codes."""
+    backend = model._backend
+    xn, xc, yc = backend.encode_block([x for x, _ in data], [v for _, v in data])
+    out = np.empty(len(data), dtype=np.int64)
+    kernel(member_predict)(backend.bank.view(), m, xn, xc, backend.bank.schema.n_classes,
+                           backend.bank.schema.code_attr_array, out)  # fmt: skip
+    return out, yc
+
+
+def test_output_code_members_learn_their_bits_and_the_vote_decodes():
+    """Each member's tree learns the binary problem ``output_code(seed, m, y)``: its predictions
+    are bits that match its code of the truth (were the codes ignored in learning, members would
+    predict the four classes); the decoded vote is as accurate as the plain one on this easy
+    stream (were the codes ignored in the vote, it would read bits as classes 0 and 1)."""
+    data = list(four_classes(4000, seed=1))
+    coded = OnlineBagging(HoeffdingTree(), n_models=6, seed=3, output_codes=True)
+    plain = OnlineBagging(HoeffdingTree(), n_models=6, seed=3)
+    ok_coded = prequential(coded, data)
+    ok_plain = prequential(plain, data)
+    assert ok_coded[2000:].mean() > 0.93 and ok_plain[2000:].mean() > 0.93
+    test = list(four_classes(500, seed=2))
+    code = kernel(output_code)
+    for m in range(6):
+        bits, yc = member_top(coded, m, test)
+        assert set(bits.tolist()) <= {0, 1}
+        assert np.mean(bits == [code(3, m, int(c)) for c in yc]) > 0.85  # chance: 0.5
+    assert set(member_top(plain, 0, test)[0].tolist()) == {0, 1, 2, 3}
+    assert ok_coded.tolist() != ok_plain.tolist()  # the option changes what is learned
+
+
+def test_output_codes_state_round_trip_determinism_and_batches():
+    """Leveraging bagging with output codes (a class arriving mid-stream too): the same seed and
+    stream give the same model one row at a time and in batches; a saved and reloaded (or
+    pickled) model continues bit-identically."""
+    data = [(x, y if i < 2500 else ("e" if y == "a" else y))
+            for i, (x, y) in enumerate(four_classes(5000, seed=4))]  # fmt: skip
+    X, y = [x for x, _ in data], [v for _, v in data]
+    opts = {"drift": "adwin", "poisson_lambda": 6.0, "output_codes": True}
+    model = OnlineBagging(HoeffdingTree(), n_models=6, seed=5, **opts)
+    twin = OnlineBagging(HoeffdingTree(), n_models=6, seed=5, **opts)
+    for x, v in data[:3000]:
+        model.learn_one(x, v)
+    twin.learn_many(X[:3000], y[:3000])
+    assert model.describe() == twin.describe() and model.n_drifts > 0
+    assert model.spec()["params"]["output_codes"] is True
+    copies = [load_state(model.to_state()), pickle.loads(pickle.dumps(model))]
+    want = model.predict_learn_many(X[3000:], y[3000:])
+    assert [twin.predict_learn_one(x, v) for x, v in data[3000:]] == want
+    for copy in copies:
+        assert copy.output_codes
+        assert copy.predict_learn_many(X[3000:], y[3000:]) == want
+        assert copy.describe() == model.describe() == twin.describe()
+    assert all(sum(p.values()) == pytest.approx(1.0) for p in want if p)
+    assert set(want[-1]) == {"a", "b", "c", "d", "e"}
+
+
+def test_output_codes_spec_and_errors():
+    spec = {"ensemble": "bagging", "n_models": 3, "params": {"drift": "adwin",
+            "poisson_lambda": 6, "output_codes": True}}  # fmt: skip
+    model = build_model(spec)
+    assert model.output_codes and model.adaptive
+    assert build_model(model.spec()).spec() == model.spec()
+    assert "output_codes" not in build_model({"ensemble": "bagging"}).spec()["params"]
+    with pytest.raises(ValueError, match="output_codes"):
+        OnlineBagging(HoeffdingTree(), output_codes="yes")
+    with pytest.raises(ValueError, match="output_codes"):
+        build_model({"ensemble": "bagging", "learner": "mlp", "params": {"output_codes": True}})
+    with pytest.raises(ValueError, match="output_codes"):
+        model.prime([{"x0": 1.0}], ["a"])
+    with pytest.raises(ValueError, match="output_codes"):  # bagging's option only
+        build_model({"ensemble": "boosting", "params": {"output_codes": True}})
+
+
+# ----------------------------------------------------------------------------- MOA's lambda rule
+@pytest.mark.parametrize(
+    "learner, options",
+    [("nb", {}), ("nb", {"drift": "adwin", "window": 10}), ("river", {})],
+)
+def test_lambda_rules_by_hand(learner, options):
+    """Three members primed on 4 examples of the only class "a" (so every member is right on
+    everything: lambda_sc = 4 each, lambda_sw = 0), then 2 more examples of weight 1.
+
+    Thesis (e_m = 0): lambda = 1, 1/2, 1/4 for members 1-3, on both examples: lambda_sc =
+    [6, 5, 4.5]. MOA, lambda *= N / (2 lambda_sc_m), N = 5 then 6: example 1, member 1
+    lambda_sc = 5, lambda 1 * 5 / 10 = 1/2; member 2 lambda_sc = 4.5, lambda 1/2 * 5 / 9 = 5/18;
+    member 3 lambda_sc = 4 + 5/18. Example 2: lambda_sc = 6, lambda 6 / 12 = 1/2; 5, 1/2 * 6 / 10
+    = 3/10; 4 + 5/18 + 3/10."""
+    from river import naive_bayes
+
+    from learners import RiverLearner
+
+    def make(rule):
+        base = NaiveBayes() if learner == "nb" else RiverLearner(naive_bayes.GaussianNB())
+        return OnlineBoosting(base, n_models=3, seed=1, lambda_rule=rule, **options)
+
+    X = [{"x": float(i)} for i in range(6)]
+    models = {rule: make(rule).prime(X[:4], ["a"] * 4) for rule in ("thesis", "moa")}
+    for model in models.values():
+        assert model._lam_sc.tolist() == [4.0, 4.0, 4.0] and model._lam_sw.tolist() == [0, 0, 0]
+        for x in X[4:]:
+            model.learn_one(x, "a")
+    assert models["thesis"]._lam_sc.tolist() == [6.0, 5.0, 4.5]
+    assert models["moa"]._lam_sc.tolist() == pytest.approx([6.0, 5.0, 4 + 5 / 18 + 3 / 10])
+    assert models["moa"]._lam_sw.tolist() == [0, 0, 0]
+    assert models["moa"]._lam[2, 0] == 6.0
+    again = load_state(models["moa"].to_state())  # N is in the state
+    assert again._lam[2, 0] == 6.0 and again.lambda_rule == "moa"
+
+
+def test_lambda_rule_state_spec_and_errors():
+    data = list(flip_stream(4000, drift_at=2000, seed=4))
+    X, y = [x for x, _ in data], [v for _, v in data]
+    model = OnlineBoosting(HoeffdingTree(), n_models=5, seed=5, drift="adwin", lambda_rule="moa")
+    thesis = OnlineBoosting(HoeffdingTree(), n_models=5, seed=5, drift="adwin")
+    model.learn_many(X[:3000], y[:3000])
+    thesis.learn_many(X[:3000], y[:3000])
+    assert model.n_drifts > 0
+    assert not np.array_equal(model._lam_sc, thesis._lam_sc)
+    assert "boost.seen" in model.to_state()["arrays"]
+    assert "boost.seen" not in thesis.to_state()["arrays"]  # default states are unchanged
+    copy = load_state(model.to_state())
+    want = model.predict_learn_many(X[3000:], y[3000:])
+    assert copy.predict_learn_many(X[3000:], y[3000:]) == want
+    assert copy.describe() == model.describe()
+    assert build_model(model.spec()).spec() == model.spec()
+    assert model.spec()["params"]["lambda_rule"] == "moa"
+    assert "lambda_rule" not in thesis.spec()["params"]
+    with pytest.raises(ValueError, match="lambda_rule"):
+        OnlineBoosting(HoeffdingTree(), lambda_rule="adaboost")

@@ -22,17 +22,25 @@ ROOT = Path(__file__).resolve().parents[1]
 KINDS = [(e, learner) for e in ("bagging", "boosting", "single")
          for learner in ("hoeffding_tree", "naive_bayes", "stump")]  # fmt: skip
 KINDS += [("bagging+adwin", "hoeffding_tree"), ("bagging+ddm", "naive_bayes"),
-          ("boosting+adwin", "hoeffding_tree")]  # fmt: skip
+          ("boosting+adwin", "hoeffding_tree"), ("bagging+codes", "hoeffding_tree"),
+          ("boosting+moa", "hoeffding_tree"), ("boosting+adwin+moa", "naive_bayes")]  # fmt: skip
 ADAPTIVE = {"drift": "adwin", "poisson_lambda": 6.0, "vote": "weighted", "window": 40}
 
 
 def _spec(ensemble: str, learner: str) -> dict:
     params = {"grace_period": 30} if learner == "hoeffding_tree" else {}
-    if ensemble.startswith("bagging+"):  # adaptive bagging (ensembles/_adaptive.py)
+    if ensemble == "bagging+codes":  # leveraging bagging with output codes
+        ensemble, params = "bagging", {**params, **ADAPTIVE, "output_codes": True}
+    elif ensemble.startswith("bagging+"):  # adaptive bagging (ensembles/_adaptive.py)
         drift = ensemble.split("+")[1]
         ensemble, params = "bagging", {**params, **ADAPTIVE, "drift": drift}
     elif ensemble == "boosting+adwin":  # ADWIN boosting (ensembles/_adaptive.py)
         ensemble, params = "boosting", {**params, "drift": "adwin", "window": 40}
+    elif ensemble == "boosting+moa":  # MOA's lambda rule, plain boosting's kernel
+        ensemble, params = "boosting", {**params, "lambda_rule": "moa"}
+    elif ensemble == "boosting+adwin+moa":  # and the adaptive kernel's
+        ensemble, params = "boosting", {**params, "drift": "adwin", "window": 40,
+                                        "lambda_rule": "moa"}  # fmt: skip
     return {"ensemble": ensemble, "learner": learner, "n_models": 1 if ensemble == "single" else 3,
             "seed": 4, "params": params}  # fmt: skip
 

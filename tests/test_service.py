@@ -118,6 +118,8 @@ def test_create_model_409(client):
         ({**SPEC, "n_models": 0}, "n_models"),
         ({**SPEC, "features": {"x": "text"}}, "features.x"),
         ({**SPEC, "params": {"no_such_param": 1}}, "no_such_param"),
+        ({**SPEC, "params": {"output_codes": "yes"}}, "output_codes"),
+        ({**SPEC, "ensemble": "boosting", "params": {"lambda_rule": "adaboost"}}, "lambda_rule"),
         ({**SPEC, "bogus": 1}, "bogus"),
     ],
 )
@@ -683,6 +685,8 @@ def test_engine_bug_is_a_500_without_internals_and_nothing_is_acknowledged(clien
     [
         {"params": {"drift": "adwin", "poisson_lambda": 6, "vote": "weighted"}},
         {"ensemble": "boosting", "params": {"drift": "adwin"}},
+        {"params": {"drift": "adwin", "poisson_lambda": 6, "output_codes": True}},
+        {"ensemble": "boosting", "params": {"drift": "adwin", "lambda_rule": "moa"}},
     ],
 )
 def test_adaptive_ensembles_over_http_report_drifts_and_diversity(make_client, options):
@@ -699,6 +703,7 @@ def test_adaptive_ensembles_over_http_report_drifts_and_diversity(make_client, o
             assert r.status_code == 200, r.text
         d = client.get("/models/m").json()
         assert d["spec"]["params"]["drift"] == "adwin" and d["n_drifts"] > 0
+        assert d["spec"]["params"].items() >= spec["params"].items()  # the spec as given
         assert set(d["diversity"]) >= {"disagreement", "q_statistic", "kappa", "n", "window"}
         assert all("window_accuracy" in m and "drift_error" in m for m in d["members"])
         text = client.get("/metrics").text

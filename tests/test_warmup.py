@@ -123,6 +123,10 @@ FIRST_REQUEST_MODELS = [
     {"ensemble": "boosting", "learner": "hoeffding_tree"},
     {"ensemble": "boosting", "learner": "stump", "params": {"drift": "adwin"}},
     {"ensemble": "boosting", "learner": "mlp"},
+    {"ensemble": "bagging", "learner": "hoeffding_tree",
+     "params": {"drift": "adwin", "poisson_lambda": 6.0, "output_codes": True}},
+    {"ensemble": "boosting", "learner": "hoeffding_tree", "params": {"lambda_rule": "moa"}},
+    {"ensemble": "boosting", "learner": "mlp", "params": {"lambda_rule": "moa"}},
 ]  # fmt: skip
 
 
