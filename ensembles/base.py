@@ -167,6 +167,9 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
     _int_params = np.zeros(1, np.int64)  # what the kernel gets as ``ipar``
     _float_state = np.zeros((1, 1))  # what the kernel gets as ``fstate`` (updated in place)
 
+    def _reads_frames(self) -> bool:
+        return self._backend.reads_frames
+
     def _run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
         return self._backend.run(X, ys, ws, predict=predict, learn=learn)
 

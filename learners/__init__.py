@@ -3,7 +3,7 @@
 ``learners`` imports nothing from ``ensembles`` or ``app`` (ARCHITECTURE §1).
 """
 
-from .base import Learner, argmax_label
+from .base import FrameRows, Learner, argmax_label
 from .encoded import EncodedRows
 from .exact_tree import ExactTree
 from .limits import LimitError, Limits, ParamError
@@ -17,6 +17,7 @@ __all__ = [
     "EncodedRows",
     "ExactTree",
     "FeatureTypeError",
+    "FrameRows",
     "HoeffdingTree",
     "LabelError",
     "LimitError",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -52,11 +52,36 @@ def argmax_label(proba: dict[Label, float]) -> Label | None:
     return best
 
 
-def rows_of(X: Any) -> tuple[list[Features], Any]:
+class FrameRows(Sequence):
+    """The rows of a pandas DataFrame as dicts (``to_dict(orient="records")``), made on first
+    read: ``Schema.encode_rows`` reads the frame's columns instead when it can."""
+
+    def __init__(self, frame: Any) -> None:
+        self.frame = frame
+        self._rows: list[Features] | None = None
+
+    def rows(self) -> list[Features]:
+        if self._rows is None:
+            self._rows = self.frame.to_dict(orient="records")
+        return self._rows
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.rows()[i]
+
+    def __iter__(self) -> Iterator[Features]:
+        return iter(self.rows())
+
+
+def rows_of(X: Any, frames: bool = False) -> tuple[Any, Any]:
     """The rows of a batch as dicts, and the pandas index when ``X`` is a DataFrame (else
-    ``None``). NaN cells of a DataFrame are missing values, as absent keys are."""
+    ``None``). NaN cells of a DataFrame are missing values, as absent keys are. With
+    ``frames``, a DataFrame's rows come as ``FrameRows`` (for learners whose ``_run`` encodes
+    through ``Schema.encode_rows``, which reads the columns)."""
     if hasattr(X, "columns") and hasattr(X, "to_dict"):
-        return X.to_dict(orient="records"), X.index
+        return (FrameRows(X) if frames else X.to_dict(orient="records")), X.index
     return list(X), None
 
 
@@ -76,6 +101,10 @@ class ManyMixin:
     def _run(self, X: list, ys: list | None, ws: Any, *, predict: bool, learn: bool) -> list:
         raise NotImplementedError
 
+    def _reads_frames(self) -> bool:
+        """Whether ``_run`` takes ``FrameRows`` (it encodes through ``Schema.encode_rows``)."""
+        return False
+
     @staticmethod
     def _probas_out(probas: list[dict], index: Any) -> Any:
         if index is None:
@@ -86,17 +115,17 @@ class ManyMixin:
 
     def learn_many(self, X: Any, y: Any, w: Any = None) -> None:
         """Learn rows in order (row i with weight ``w[i]``, default 1)."""
-        rows, _ = rows_of(X)
+        rows, _ = rows_of(X, self._reads_frames())
         self._run(rows, labels_of(y), w, predict=False, learn=True)
 
     def predict_proba_many(self, X: Any) -> Any:
         """Class probabilities per row (``{}`` / zeros before any training)."""
-        rows, index = rows_of(X)
+        rows, index = rows_of(X, self._reads_frames())
         return self._probas_out(self._run(rows, None, None, predict=True, learn=False), index)
 
     def predict_many(self, X: Any) -> Any:
         """The most probable label per row (``None`` before any training)."""
-        rows, index = rows_of(X)
+        rows, index = rows_of(X, self._reads_frames())
         labels = [argmax_label(p) for p in self._run(rows, None, None, predict=True, learn=False)]
         if index is None:
             return labels
@@ -106,7 +135,7 @@ class ManyMixin:
 
     def predict_learn_many(self, X: Any, y: Any, w: Any = None) -> Any:
         """Row i is predicted after rows < i were learned, then learned; the probabilities."""
-        rows, index = rows_of(X)
+        rows, index = rows_of(X, self._reads_frames())
         return self._probas_out(self._run(rows, labels_of(y), w, predict=True, learn=True), index)
 
 

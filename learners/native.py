@@ -123,6 +123,9 @@ class NativeLearner(ManyMixin, RiverEstimator):
         return self._bank.run_one(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x, y, w,
                                   learn=True)  # fmt: skip
 
+    def _reads_frames(self) -> bool:
+        return True
+
     def _run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
         return self._bank.run(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, X, ys, ws,
                               predict=predict, learn=learn)  # fmt: skip

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import argmax_label
+from .base import FrameRows, argmax_label
 from .limits import LimitError, Limits
 
 _UNCHECKED = Limits(max_features=1 << 62, max_values=1 << 62, max_classes=1 << 62)
@@ -388,22 +388,36 @@ class Schema:
     def _encode_columns(self, X: list[dict], grow: bool) -> tuple | None:
         """``(xn, xc)`` of ``encode_rows`` read a feature at a time, for the usual batch: plain
         dicts that all have the same keys, all known features, numbers of type float, int or
-        bool (the loop's float(v); NaN is missing) without an infinity, strings for categories and, when growing, no new category. ``None`` for
-        any other batch (the row loop then encodes it, with its errors and its order of new
-        codes); nothing is changed either way."""
+        bool (the loop's float(v); NaN is missing) without an infinity, strings for categories
+        and, when growing, no new category. ``None`` for any other batch (the row loop then
+        encodes it, with its errors and its order of new codes); nothing is changed either
+        way."""
         n0 = len(X[0])
         if set(map(type, X)) != {dict} or set(map(len, X)) != {n0}:
             return None
+        # every row has the n0 keys of row 0 (else KeyError), so exactly these
+        return self._encode_cols(((name, list(map(itemgetter(name), X))) for name in list(X[0])),
+                                 len(X), grow)  # fmt: skip
+
+    def _encode_frame(self, frame: Any, grow: bool) -> tuple | None:
+        """``_encode_columns`` of a pandas DataFrame's rows, read from its columns (the values
+        ``to_dict(orient="records")`` gives, without making the dicts)."""
+        if not frame.columns.is_unique:
+            return None
+        return self._encode_cols(((name, frame[name].tolist()) for name in frame.columns),
+                                 len(frame), grow)  # fmt: skip
+
+    def _encode_cols(self, columns: Any, R: int, grow: bool) -> tuple | None:
+        """``(xn, xc)`` from ``(feature, its R values)`` pairs, or ``None`` (see
+        ``_encode_columns``)."""
         fast = self._fast
-        R = len(X)
         xn = np.full((R, max(len(self.num_names), 1)), math.nan)
         xc = np.full((R, max(len(self.cat_names), 1)), MISSING, dtype=np.int64)
         try:
-            for name in list(X[0]):  # every row has these n0 keys, so exactly these
+            for name, col in columns:
                 f = fast.get(name)
                 if f is None:
                     return None
-                col = list(map(itemgetter(name), X))
                 kind, idx = f
                 if kind == 0:
                     if not set(map(type, col)) <= _NUMBERS:  # (numpy would read "1.5")
@@ -430,7 +444,13 @@ class Schema:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Encode rows into (numeric [R, J] with NaN, categorical codes [R, A], labels [R],
         number of classes known before each row [R]). Rolls back on error."""
-        if len(X) >= _COLUMNS_FROM and self._fast:
+        if isinstance(X, FrameRows):
+            if len(X) >= _COLUMNS_FROM and self._fast:
+                cols = self._encode_frame(X.frame, grow)
+                if cols is not None:
+                    return self._with_labels(X, ys, grow, *cols)
+            X = X.rows()
+        elif len(X) >= _COLUMNS_FROM and self._fast:
             cols = self._encode_columns(X, grow)
             if cols is not None:
                 return self._with_labels(X, ys, grow, *cols)

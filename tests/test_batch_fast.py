@@ -311,3 +311,67 @@ def test_the_column_path_takes_plain_batches() -> None:
     X[5]["c"] = "new"
     assert s._encode_columns(X, grow=True) is None  # a new category: the loop's order
     assert s._encode_columns(X, grow=False) is not None  # unseen: no new code
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data(), st.sampled_from(["nb", "ht", "bag"]))
+def test_a_dataframe_learns_as_its_rows(data, kind) -> None:
+    """A DataFrame's batch (``FrameRows``: read by columns when it can) gives what its rows as
+    dicts give: the probabilities, and the model after (NaN and None cells, int, bool, str
+    and mixed columns, duplicate and non-string column names)."""
+    import pandas as pd
+
+    from ensembles import OnlineBagging
+
+    make = {
+        "nb": NaiveBayes,
+        "ht": lambda: HoeffdingTree(grace_period=20),
+        "bag": lambda: OnlineBagging(NaiveBayes(), n_models=3, seed=2),
+    }[kind]
+    n_cols = data.draw(st.integers(1, 4))
+    names = data.draw(st.lists(st.sampled_from(["a", "b", "c", "d", 7]), min_size=n_cols,
+                               max_size=n_cols))  # fmt: skip
+    kinds = [data.draw(st.sampled_from(["float", "int", "bool", "str", "mixed"])) for _ in names]
+    cell = {
+        "float": st.one_of(st.floats(-1e6, 1e6), st.just(math.nan)),
+        "int": st.integers(-5, 5),
+        "bool": st.booleans(),
+        "str": st.sampled_from(["u", "v", "w"]),
+        "mixed": st.one_of(
+            st.sampled_from(["u", "1.5", None, math.nan, math.inf]), st.integers(-3, 3)
+        ),  # fmt: skip
+    }
+    a, b = make(), make()
+    for _ in range(3):
+        R = data.draw(st.integers(1, 30))
+        cols = [data.draw(st.lists(cell[k], min_size=R, max_size=R)) for k in kinds]
+        frame = pd.DataFrame(dict(enumerate(cols)))
+        frame.columns = names
+        y = pd.Series(data.draw(st.lists(st.sampled_from(["p", "q", "r"]), min_size=R,
+                                         max_size=R)), index=frame.index)  # fmt: skip
+        rows = frame.to_dict(orient="records")
+        try:
+            got = a.predict_learn_many(frame, y)
+        except Exception as exc:  # noqa: BLE001 - the same error is expected
+            with pytest.raises(type(exc)):
+                b.predict_learn_many(rows, y.tolist())
+            continue
+        want = b.predict_learn_many(rows, y.tolist())
+        pd.testing.assert_frame_equal(got, a._probas_out(want, frame.index))
+    assert a.classes == b.classes
+    probe = pd.DataFrame({n: [0.5, 1.0] for n in ["a", "b"]})
+    pd.testing.assert_frame_equal(a.predict_proba_many(probe), b.predict_proba_many(probe))
+
+
+def test_plain_dataframes_are_read_by_columns() -> None:
+    """(else the test above compares the dict path with itself)"""
+    import pandas as pd
+
+    s = Schema()
+    frame = pd.DataFrame(
+        {"a": [float(i) for i in range(20)], "c": ["uv"[i % 2] for i in range(20)]}
+    )
+    s.encode_rows(frame.to_dict(orient="records"), True, ["p"] * 20)
+    assert s._encode_frame(frame, grow=True) is not None
+    frame.columns = ["a", "a"]
+    assert s._encode_frame(frame, grow=True) is None
