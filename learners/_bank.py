@@ -52,6 +52,8 @@ _NARROW = tuple(name for name in STATE_FIELDS if name not in ("thr", "last", "mc
                                                                "wv", "gv"))  # fmt: skip
 _I32 = np.iinfo(np.int32)
 
+_NO_CATEGORIES = np.full((1, 1), -1, dtype=np.int64)  # _encode_one's xc without categories
+
 # the arrays of a version-1 state, in its order (dense leaf blocks "cat", "catw", "nvals", "num")
 _V1_FIELDS = ("kind", "attr", "thr", "slot", "child", "sibling", "branch", "depth", "dist",
               "n_nodes", "cat", "catw", "nvals", "num", "last", "mc_ok", "nb_ok", "free", "n_free",
@@ -402,7 +404,8 @@ class TreeBank:
         if len(cat) < A:
             cat.extend([-1] * (A - len(cat)))
         xn = np.array([num], dtype=np.float64)
-        xc = np.array([cat], dtype=np.int64)
+        # no categorical feature (a numeric stream): the kernels only read xc, so one shared row
+        xc = _NO_CATEGORIES if not s.cat_names else np.array([cat], dtype=np.int64)
         if known and not grow:
             self._last = (x, dict(x), J, A, xn, xc)
         return xn, xc
