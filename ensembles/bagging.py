@@ -18,7 +18,7 @@ from .base import resample_counts
 _PRIME_TAG = 1 << 62
 
 
-class OnlineBagging(VotingEnsemble):
+class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
     """Online bagging: each member sees each example with weight k ~ Poisson(1).
 
     Oza (2001), Fig. 3.3::
@@ -199,27 +199,6 @@ class OnlineBagging(VotingEnsemble):
     def _load_extra(self, arrays: dict[str, np.ndarray]) -> None:
         if self.adaptive:
             adaptive.load_state_arrays(self._float_state, arrays)
-
-    @property
-    def n_drifts(self) -> int:
-        """Members reset after a detected drift so far (0 without ``drift``)."""
-        return int(cast(Any, self._float_state).counters[_adaptive.RESETS]) if self.adaptive else 0
-
-    def diversity(self) -> dict | None:
-        """Diversity of the members over the window (``describe()["diversity"]``; ``None``
-        without a window)."""
-        if not self.adaptive or self._window == 0:
-            return None
-        return adaptive.describe(self._float_state, self._window, None)["diversity"]
-
-    def describe(self) -> dict:
-        out = super().describe()
-        if self.adaptive:
-            extra = adaptive.describe(self._float_state, self._window, self.drift)
-            for d, more in zip(out["members"], extra.pop("members"), strict=True):
-                d.update(more)
-            out.update(extra)
-        return out
 
     # slow path: the same algorithm over Python member objects
     def _py_predict(self, x: Features) -> dict:
