@@ -247,15 +247,25 @@ class ModelWriter:
                 f"model {h.name}: internal engine error while learning (logged on the "
                 "server); nothing was acknowledged and the model is rebuilt from its log"
             ) from exc
-        entries, answers = [], []
+        seq0 = h.seq
+        argmax_label = learners.argmax_label
+        entries, answers, preds, shown = [], [], [], []
         try:
-            for j, ex in enumerate(exs):
-                proba = clean_proba(probas[j])
-                pred, proba = ex.served if ex.served is not None else (learners.argmax_label(proba), proba)  # fmt: skip
-                out = {"prediction": pred, "probabilities": proba, "seq": h.seq + j + 1}
-                resp = dumps(out) if ex.key is not None else None
-                entries.append(Entry(raws[j], ex.key, resp))
-                answers.append((out, resp))
+            for j, (ex, proba) in enumerate(zip(exs, probas, strict=True)):
+                if ex.served is None:
+                    proba = clean_proba(proba)
+                    pred = argmax_label(proba)
+                else:
+                    pred, proba = ex.served
+                if ex.key is None:
+                    entries.append(Entry(raws[j]))
+                    resp = None
+                else:
+                    resp = dumps({"prediction": pred, "probabilities": proba, "seq": seq0 + j + 1})
+                    entries.append(Entry(raws[j], ex.key, resp))
+                preds.append(pred)
+                shown.append(proba)
+                answers.append(resp)
         except Exception as exc:  # learned but not loggable: an engine bug, rebuild
             log.exception("model %s: engine answer cannot be encoded", h.name)
             h.dirty = log_durable
@@ -276,14 +286,17 @@ class ModelWriter:
             new_seq = h.seq + len(entries)
         h.seq = new_seq
         h.learned += len(entries)
+        h.metrics.update_many([ex.label for ex in exs], preds)
         kept = 0
-        for i, ex, (out, resp) in zip(rows, exs, answers):  # noqa: B905
-            h.metrics.update(ex.label, out["prediction"])
+        for j, (i, ex) in enumerate(zip(rows, exs, strict=True)):
+            seq = seq0 + j + 1
             if ex.key is not None:
-                kept += h.ids.add(ex.key, out["seq"])
-                if not log_durable and resp is not None:  # no log holds it: the next snapshot
-                    h.unsaved_ids[ex.key] = (out["seq"], resp)  # records it in the store
+                kept += h.ids.add(ex.key, seq)
+                resp = answers[j]
+                if not log_durable:  # no log holds it: the next snapshot records it in the store
+                    h.unsaved_ids[ex.key] = (seq, resp)
                     kept += key_cost(ex.key, resp)
-            results[i] = {**out, "duplicate": False}
+            results[i] = {"prediction": preds[j], "probabilities": shown[j], "seq": seq,
+                          "duplicate": False}  # fmt: skip
         if kept:  # the memory budget sees the ids as they come (the writer re-checks when idle)
             self.models.add_cost(h, kept)
