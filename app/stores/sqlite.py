@@ -20,6 +20,12 @@ from typing import Any
 
 from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict, raises_store_errors
 
+# Pages the WAL grows to before a commit copies it into the database (SQLite's default: 1,000).
+# A checkpoint costs a sync and a pass over the pages; batched learning writes ~50 pages per
+# 1,000 examples, and checkpoints of 4,000 pages (a WAL of ~16 MB) cost a third of 1,000-page
+# ones per example (benchmarks/results/http.md).
+WAL_PAGES = 4000
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS models (
     name TEXT PRIMARY KEY, spec TEXT NOT NULL, last_seq INTEGER NOT NULL DEFAULT 0,
@@ -82,6 +88,7 @@ class SqliteStore:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={self.synchronous}")
+        db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
         db.executescript(_SCHEMA)
         _add_idem_seq(db)
         _add_log_n(db)
