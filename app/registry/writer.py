@@ -75,6 +75,29 @@ def _record(ex: Example, prefix: str) -> bytes:
         raise InvalidInput(f"{prefix}features: cannot be stored ({exc})") from None
 
 
+def _records(exs: list[Example], rows: list[int], many: bool) -> list[bytes]:
+    """:func:`_record` of every example (the same bytes): most records are plain JSON (string
+    keys, labels within 64 bits) that orjson writes without options; any other goes through
+    :func:`_record`, which names what cannot be stored."""
+    plain = orjson.dumps
+    out = []
+    for i, ex in zip(rows, exs, strict=True):
+        y = ex.label
+        if type(y) is not int or validate.INT64_MIN <= y <= validate.INT64_MAX:
+            rec: dict[str, Any] = {"x": ex.features, "y": y, "w": ex.weight}
+            if ex.key is not None:
+                rec["k"] = ex.key
+            if ex.served is not None:
+                rec["p"] = ex.served[0]
+            try:
+                out.append(plain(rec))
+                continue
+            except orjson.JSONEncodeError:
+                pass
+        out.append(_record(ex, f"examples.{i}." if many else ""))
+    return out
+
+
 class ModelWriter:
     """Applies learn requests to the models of one process, a group at a time.
 
@@ -225,7 +248,7 @@ class ModelWriter:
         the answer to ``exs[j]``."""
         _, learners = engine()
         # the log records first: whatever the store cannot hold is refused before learning
-        raws = [_record(ex, f"examples.{i}." if many else "") for i, ex in zip(rows, exs)]  # noqa: B905
+        raws = _records(exs, rows, many)
         log_durable = self.settings.durability == "log"
         n_before = h.model.n_seen
         try:
