@@ -212,7 +212,9 @@ def test_proba_dicts_equal_proba_dict_row_by_row():
     got = s.proba_dicts(out, n_cls)
     assert [list(d.items()) for d in got[:7]] == [list(d.items()) for d in want[:7]]
     assert list(got[7]) == list(want[7]) and math.isnan(got[7]["a"])
-    assert got[1] == {"a": 0.7, "b": 0.3} and got[2] == {} and got[3] == {"a": 0.0, "b": 0.5, "c": 0.5}
+    assert (
+        got[1] == {"a": 0.7, "b": 0.3} and got[2] == {} and got[3] == {"a": 0.0, "b": 0.5, "c": 0.5}
+    )
     assert s.proba_dicts(out[:0], n_cls[:0]) == []
 
 

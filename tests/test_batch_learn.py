@@ -3,7 +3,6 @@ one log row per batch on SQLite) answers, logs and refuses exactly as one exampl
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import math
@@ -19,24 +18,11 @@ from hypothesis import strategies as st
 from app.main import create_app
 from app.routes.schemas import LearnRequest, plain_batch
 from app.settings import Settings
+from tests import test_service as _svc
+
+make_client = _svc.make_client  # the same fixture: both stores, a second client is a restart
 
 SPEC = {"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 3, "seed": 7}
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def make_client(request, tmp_path):
-    """``make_client(**settings)``: a TestClient (lifespan run) on one fresh store; a second
-    client on the same store is a restart."""
-    base = {"data_dir": tmp_path / "data", "snapshot_interval": 3600}
-    if request.param == "redis":
-        base["redis_url"] = request.getfixturevalue("clean_redis_url")
-
-    @contextlib.contextmanager
-    def _make(**overrides):
-        with TestClient(create_app(Settings(**{**base, **overrides}))) as client:
-            yield client
-
-    return _make
 
 
 def _examples(n: int, seed: int = 5) -> list[dict]:

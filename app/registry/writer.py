@@ -215,6 +215,10 @@ class ModelWriter:
 
     async def _learn_locked(self, h: Handle, examples: list[Example]) -> list[dict[str, Any]]:
         results: list[dict[str, Any] | None] = [None] * len(examples)
+        if all(ex.key is None for ex in examples):  # no ids: every example is new, in order
+            todo = list(range(len(examples)))
+            await self._learn_new(h, examples, todo, results, len(examples) > 1)
+            return results  # type: ignore[return-value]
         first_of: dict[str, int] = {}
         maybe: dict[str, int] = {}  # ids the filter may have seen: the store knows
         for i, ex in enumerate(examples):
