@@ -21,9 +21,10 @@ from typing import Any
 from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict, raises_store_errors
 
 # Pages the WAL grows to before a commit copies it into the database (SQLite's default: 1,000).
-# A checkpoint costs a sync and a pass over the pages; batched learning writes ~50 pages per
-# 1,000 examples, and checkpoints of 4,000 pages (a WAL of ~16 MB) cost a third of 1,000-page
-# ones per example (benchmarks/results/http.md).
+# A checkpoint costs syncs and a pass over the pages; batched learning writes ~50 pages per
+# 1,000 examples. Appending 1,000-entry rows and trimming them as the server does took ~5 ms
+# per batch with 1,000-page checkpoints and ~2.4 ms with 4,000 (a WAL of ~16 MB) on the
+# development machine (benchmarks/results/profile.md, "After the HTTP work").
 WAL_PAGES = 4000
 
 _SCHEMA = """
