@@ -276,7 +276,7 @@ class ModelWriter:
             ) from exc
         seq0 = h.seq
         argmax_label = learners.argmax_label
-        entries, answers, preds, shown = [], [], [], []
+        entries, outs, preds, keyed = [], [], [], []  # keyed: (j, key, stored answer)
         try:
             for j, (ex, proba) in enumerate(zip(exs, probas, strict=True)):
                 if ex.served is None:
@@ -284,15 +284,16 @@ class ModelWriter:
                     pred = argmax_label(proba)
                 else:
                     pred, proba = ex.served
+                seq = seq0 + j + 1
                 if ex.key is None:
                     entries.append(Entry(raws[j]))
-                    resp = None
                 else:
-                    resp = dumps({"prediction": pred, "probabilities": proba, "seq": seq0 + j + 1})
+                    resp = dumps({"prediction": pred, "probabilities": proba, "seq": seq})
                     entries.append(Entry(raws[j], ex.key, resp))
+                    keyed.append((j, ex.key, resp))
                 preds.append(pred)
-                shown.append(proba)
-                answers.append(resp)
+                outs.append({"prediction": pred, "probabilities": proba, "seq": seq,
+                             "duplicate": False})  # fmt: skip
         except Exception as exc:  # learned but not loggable: an engine bug, rebuild
             log.exception("model %s: engine answer cannot be encoded", h.name)
             h.dirty = log_durable
@@ -315,15 +316,15 @@ class ModelWriter:
         h.learned += len(entries)
         h.metrics.update_many([ex.label for ex in exs], preds)
         kept = 0
-        for j, (i, ex) in enumerate(zip(rows, exs, strict=True)):
-            seq = seq0 + j + 1
-            if ex.key is not None:
-                kept += h.ids.add(ex.key, seq)
-                resp = answers[j]
-                if not log_durable:  # no log holds it: the next snapshot records it in the store
-                    h.unsaved_ids[ex.key] = (seq, resp)
-                    kept += key_cost(ex.key, resp)
-            results[i] = {"prediction": preds[j], "probabilities": shown[j], "seq": seq,
-                          "duplicate": False}  # fmt: skip
+        for j, key, resp in keyed:
+            kept += h.ids.add(key, seq0 + j + 1)
+            if not log_durable:  # no log holds it: the next snapshot records it in the store
+                h.unsaved_ids[key] = (seq0 + j + 1, resp)
+                kept += key_cost(key, resp)
+        if len(rows) == len(results):  # every example of the request is new: rows are 0..n-1
+            results[:] = outs
+        else:
+            for i, out in zip(rows, outs, strict=True):
+                results[i] = out
         if kept:  # the memory budget sees the ids as they come (the writer re-checks when idle)
             self.models.add_cost(h, kept)
