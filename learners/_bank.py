@@ -350,7 +350,7 @@ class TreeBank:
                                learn=do_learn)  # fmt: skip
         if not do_predict:
             return []
-        return schema.proba_dicts(out, n_cls)
+        return [schema.proba_dict(out[r], int(n_cls[r])) for r in range(R)]
 
     def run_encoded(self, kernel, ipar, fstate, xn, xc, yc, w, n_cls, *, predict: bool = True,
                     learn: bool = False) -> np.ndarray:  # fmt: skip

@@ -523,21 +523,6 @@ class Schema:
             best[r] = -1 if label is None else self.class_index[label]
         return best
 
-    def proba_dicts(self, out: np.ndarray, n_cls: np.ndarray) -> list[dict]:
-        """``[proba_dict(out[r], n_cls[r]) for r in rows]``, equal dict for dict, built from one
-        ``tolist`` where a row is over every class and sums to 1 (the kernels' rows: then
-        ``proba_dict`` keeps the values as they are); any other row takes ``proba_dict``."""
-        n = self.n_classes
-        R = out.shape[0]
-        if R == 0 or n == 0:
-            return [self.proba_dict(out[r], int(n_cls[r])) for r in range(R)]
-        vals = out[:, :n]
-        # within 1e-13 by numpy's sum: proba_dict's own sum is then within 1e-12 (no rescaling)
-        plain = (n_cls == n) & (np.abs(vals.sum(axis=1) - 1.0) <= 1e-13)
-        classes = self.classes[:n]
-        return [dict(zip(classes, row, strict=True)) if ok else self.proba_dict(out[r], int(n_cls[r]))
-                for r, (row, ok) in enumerate(zip(vals.tolist(), plain.tolist(), strict=True))]  # fmt: skip
-
     def proba_dict(self, row: np.ndarray, n_classes: int | None = None) -> dict:
         """Probabilities as ``{label: p}`` over the classes known (``{}`` if the row is all 0)."""
         n = self.n_classes if n_classes is None else n_classes

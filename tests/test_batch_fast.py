@@ -189,35 +189,6 @@ def test_rows_of_known_numeric_features_encode_as_row_by_row(grow, monkeypatch):
     assert known._known_numeric_rows(base, ys) is not None  # the columns did run
 
 
-def test_proba_dicts_equal_proba_dict_row_by_row():
-    """The batch answer (one ``tolist``) equals ``proba_dict`` per row: rows over fewer classes
-    (a class first seen later in the batch), empty, unnormalized, NaN and near-1 rows included."""
-    s = Schema()
-    s.declare(classes=["a", "b", "c"])
-    eps = 2.0**-52
-    out = np.array(
-        [
-            [0.2, 0.5, 0.3],
-            [0.7, 0.3, 0.0],  # before "c" was known (n_cls 2)
-            [0.0, 0.0, 0.0],
-            [0.0, 3.0, 3.0],
-            [0.5, 0.5 - 2e-12, 0.0],  # rescaled by proba_dict
-            [0.5, 0.5 - 5e-14, 0.0],  # within 1e-12: kept as is
-            [0.1, 0.2, 0.7 + eps],
-            [math.nan, 0.5, 0.5],
-        ]
-    )
-    n_cls = np.array([3, 2, 3, 3, 3, 3, 3, 3])
-    want = [s.proba_dict(out[r], int(n_cls[r])) for r in range(len(out))]
-    got = s.proba_dicts(out, n_cls)
-    assert [list(d.items()) for d in got[:7]] == [list(d.items()) for d in want[:7]]
-    assert list(got[7]) == list(want[7]) and math.isnan(got[7]["a"])
-    assert (
-        got[1] == {"a": 0.7, "b": 0.3} and got[2] == {} and got[3] == {"a": 0.0, "b": 0.5, "c": 0.5}
-    )
-    assert s.proba_dicts(out[:0], n_cls[:0]) == []
-
-
 def test_inputs_the_encoding_rejects_behave_as_on_the_generic_path():
     X, y = _data(200)
     X[150] = {**X[150], "size": [3.0]}  # no kind takes a list: members that draw this row fail
