@@ -285,7 +285,7 @@ def plain_batch(raw: bytes) -> tuple[str, list[Example]] | None:
 
     The hot path of batched ``POST /learn``: one ``orjson.loads`` and a few checks per example
     instead of pydantic's validation of every value. It accepts only what :class:`LearnRequest`
-    accepts and gives the same values (``weight`` as a float); ``tests/test_batch_parse.py``
+    accepts and gives the same values (``weight`` as a float); ``tests/test_batch_learn.py``
     holds it to that on hostile bodies.
     """
     if _LONG_NUMBER in raw.translate(_DIGITS_ONLY):
