@@ -15,8 +15,6 @@ further values to one shared "other" code.
 from __future__ import annotations
 
 import math
-from itertools import chain
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -47,9 +45,6 @@ class LabelError(ValueError):
 
 
 LABEL_TYPES = {str: "string", int: "integer", bool: "boolean"}
-
-
-_NUMBERS = {int, float}
 
 
 def normalize_label(y: Any) -> Any:
@@ -388,9 +383,6 @@ class Schema:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Encode rows into (numeric [R, J] with NaN, categorical codes [R, A], labels [R],
         number of classes known before each row [R]). Rolls back on error."""
-        known = self._known_numeric_rows(X, ys)
-        if known is not None:
-            return known
         mark = self.mark()
         R = len(X)
         nums: list[list] = []
@@ -425,46 +417,6 @@ class Schema:
         xn = np.array(nums, dtype=np.float64).reshape(R, J)
         xc = np.array(cats, dtype=np.int64).reshape(R, A)
         return xn, xc, np.array(y_codes, dtype=np.int64), np.array(n_cls_before, dtype=np.int64)
-
-    def _known_numeric_rows(self, X: list, ys: list | None) -> tuple | None:
-        """``encode_rows`` of rows that hold exactly the schema's numeric features (every one,
-        ``int`` or ``float``, finite or NaN) with labels that are known classes: nothing grows,
-        so the rows are encoded by columns (a batch of rows from one source, the common case);
-        ``None`` for anything else."""
-        names = self.num_names
-        R, J = len(X), len(names)
-        if not R or not J:
-            return None
-        keys = self.num_index.keys()
-        for x in X:
-            if type(x) is not dict or x.keys() != keys:
-                return None
-        rows = list(map(itemgetter(*names), X)) if J > 1 else [(x[names[0]],) for x in X]
-        if not set(map(type, chain.from_iterable(rows))) <= _NUMBERS:
-            return None
-        try:
-            xn = np.array(rows, dtype=np.float64)
-        except OverflowError:  # an integer beyond float range: the row path raises it
-            return None
-        if np.isinf(xn).any():  # the row path names the feature
-            return None
-        y_codes = np.zeros(R, dtype=np.int64)
-        if ys is not None:
-            if len(ys) != R:
-                return None
-            index, classes = self.class_index, self.classes
-            codes = []
-            try:
-                for y in ys:
-                    code = index.get(y)
-                    if code is None or type(y) is not type(classes[code]):
-                        return None
-                    codes.append(code)
-            except TypeError:  # unhashable: the row path raises it
-                return None
-            y_codes = np.array(codes, dtype=np.int64)
-        xc = np.full((R, max(len(self.cat_names), 1)), MISSING, dtype=np.int64)
-        return xn, xc, y_codes, np.full(R, len(self.classes), dtype=np.int64)
 
     def max_values(self) -> int:
         """Values of the categorical feature with the most values."""

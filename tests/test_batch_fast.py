@@ -137,58 +137,6 @@ def test_best_classes_breaks_ties_like_argmax_label():
     assert want == ["a", None, "b", "b", "b"]
 
 
-@pytest.mark.parametrize("grow", [True, False])
-def test_rows_of_known_numeric_features_encode_as_row_by_row(grow, monkeypatch):
-    """Rows with exactly the schema's numeric features are encoded by columns; the arrays are
-    those of the row-by-row path, and any row it does not cover (a missing, new or categorical
-    feature, a bool, an infinity, a new class or a label of another type) gives the row path's
-    answer or error, the schema unchanged."""
-    rng = random.Random(3)
-    s = Schema()
-    s.declare(features={"c": "numeric", "a": "numeric", "b": "numeric"}, classes=[0, 1, 2])
-    base = [
-        {"a": rng.random() * 1e6, "c": rng.randint(-(2**62), 2**62), "b": math.nan}
-        for _ in range(50)
-    ] + [{"b": 2**53 + 1, "a": -0.0, "c": 1e308}]
-    ys = [rng.randint(0, 2) for _ in base]
-    variants = [
-        (base, ys),
-        (base[:1], ys[:1]),
-        (base + [{"a": 1.0, "b": 2.0}], ys + [0]),  # missing feature
-        (base + [{"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0}], ys + [0]),  # new feature
-        (base + [{"a": 1.0, "b": 2.0, "c": "x"}], ys + [0]),  # a string in a numeric one
-        (base + [{"a": True, "b": 2.0, "c": 3.0}], ys + [0]),  # a bool
-        (base + [{"a": math.inf, "b": 2.0, "c": 3.0}], ys + [0]),  # infinite
-        (base + [{"a": 1.0, "b": 2.0, "c": 10**400}], ys + [0]),  # beyond float
-        (base, ys[:-1] + [3]),  # a new class
-        (base, ys[:-1] + ["1"]),  # a label of another type
-        (base, ys[:-1] + [True]),  # equal to the class 1, but a bool
-        (base, None),
-    ]
-
-    def encode(X, y, *, rows_only):
-        schema = Schema.from_header(s.to_header())
-        if rows_only:
-            monkeypatch.setattr(schema, "_known_numeric_rows", lambda X, ys: None)
-        try:
-            got = schema.encode_rows(X, grow=grow, ys=y)
-        except Exception as exc:  # noqa: BLE001 - compared below
-            got = (type(exc), str(exc))
-        return got, schema.to_header()
-
-    for X, y in variants:
-        fast, slow = encode(X, y, rows_only=False), encode(X, y, rows_only=True)
-        assert fast[1] == slow[1]
-        if isinstance(slow[0][0], type):
-            assert fast[0] == slow[0]
-            continue
-        for a, b in zip(fast[0], slow[0], strict=True):
-            assert a.dtype == b.dtype and a.shape == b.shape
-            np.testing.assert_array_equal(a, b)
-    known = Schema.from_header(s.to_header())
-    assert known._known_numeric_rows(base, ys) is not None  # the columns did run
-
-
 def test_inputs_the_encoding_rejects_behave_as_on_the_generic_path():
     X, y = _data(200)
     X[150] = {**X[150], "size": [3.0]}  # no kind takes a list: members that draw this row fail
