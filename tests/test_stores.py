@@ -81,6 +81,71 @@ def test_append_read_in_order_with_conditional_seq(run):
     run(body)
 
 
+def test_reads_and_trims_fall_inside_a_batch(run):
+    """A batch is one append (SQLite: one row); reading after, or trimming up to, a seq inside
+    it gives exactly the entries after that seq, in order, ``limit`` counted in entries."""
+
+    async def body(s):
+        await s.create_model("m", SPEC)
+        recs = [b"r%d" % i for i in range(1, 8)] + [b"", b"\x00\xff" * 300, b"r10"]
+        assert await s.append("m", [Entry(r) for r in recs[:4]], 0) == 4
+        assert await s.append("m", [Entry(recs[4])], 4) == 5
+        assert await s.append("m", [Entry(r) for r in recs[5:]], 5) == 10
+        want = list(enumerate(recs, start=1))
+        assert await s.read("m", 0) == want
+        for after in range(11):
+            assert await s.read("m", after) == want[after:]
+            for limit in (1, 2, 3, 7):
+                assert await s.read("m", after, limit=limit) == want[after : after + limit]
+        await s.trim("m", 2)
+        assert await s.read("m", 0) == want[2:]
+        await s.trim("m", 6)
+        assert await s.read("m", 0) == want[6:]
+        assert await s.read("m", 7, limit=2) == want[7:9]
+        assert await s.append("m", [Entry(b"r11"), Entry(b"r12")], 10) == 12
+        await s.trim("m", 11)
+        assert await s.read("m", 0) == [(12, b"r12")]
+        assert await s.last_seq("m") == 12
+
+    run(body)
+
+
+def test_a_log_written_one_row_per_entry_reads_and_grows(tmp_path):
+    """SQLite log format 1 (before batches were one row: no ``n`` column) is read as it was,
+    gets batch rows after it, and trims across both."""
+    import sqlite3
+
+    path = tmp_path / "v1.db"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE models (name TEXT PRIMARY KEY, spec TEXT NOT NULL, "
+        "last_seq INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL);"
+        "CREATE TABLE log (model TEXT NOT NULL, seq INTEGER NOT NULL, record BLOB NOT NULL, "
+        "PRIMARY KEY (model, seq)) WITHOUT ROWID;"
+    )
+    db.execute("INSERT INTO models VALUES ('m', '{}', 3, 0)")
+    db.executemany("INSERT INTO log VALUES ('m', ?, ?)", [(i, b"old%d" % i) for i in (1, 2, 3)])
+    db.commit()
+    db.close()
+
+    async def main():
+        s = SqliteStore(path)
+        await s.open(5)
+        try:
+            assert await s.read("m", 1) == [(2, b"old2"), (3, b"old3")]
+            assert await s.append("m", [Entry(b"new4"), Entry(b"new5")], 3) == 5
+            await s.trim("m", 2)
+            assert await s.read("m", 0) == [(3, b"old3"), (4, b"new4"), (5, b"new5")]
+        finally:
+            await s.close()
+
+    asyncio.run(main())
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert db.execute("SELECT seq, n FROM log ORDER BY seq").fetchall() == [(3, 1), (5, 2)]
+    db.close()
+
+
 def test_idempotency_keys_land_atomically_with_the_log(run):
     async def body(s):
         await s.create_model("m", SPEC)

@@ -58,6 +58,13 @@ class ModelMetrics(Prequential):
         if y_pred is not None:
             super().update(y_true, y_pred)
 
+    def update_many(self, y_true: list, y_pred: list) -> None:
+        """:meth:`update` of every pair, in one go (``None`` predictions skipped)."""
+        if None in y_pred:
+            kept = [(t, p) for t, p in zip(y_true, y_pred, strict=True) if p is not None]
+            y_true, y_pred = [t for t, _ in kept], [p for _, p in kept]
+        super().update_many(y_true, y_pred)
+
     def report(self) -> dict[str, Any]:
         """``{"accuracy", "kappa", "window_accuracy", "n_scored"}`` (``None`` before any score)."""
         return {**self.values(), "n_scored": self.n_scored}

@@ -75,6 +75,29 @@ def _record(ex: Example, prefix: str) -> bytes:
         raise InvalidInput(f"{prefix}features: cannot be stored ({exc})") from None
 
 
+def _records(exs: list[Example], rows: list[int], many: bool) -> list[bytes]:
+    """:func:`_record` of every example (the same bytes): most records are plain JSON (string
+    keys, labels within 64 bits) that orjson writes without options; any other goes through
+    :func:`_record`, which names what cannot be stored."""
+    plain = orjson.dumps
+    out = []
+    for i, ex in zip(rows, exs, strict=True):
+        y = ex.label
+        if type(y) is not int or validate.INT64_MIN <= y <= validate.INT64_MAX:
+            rec: dict[str, Any] = {"x": ex.features, "y": y, "w": ex.weight}
+            if ex.key is not None:
+                rec["k"] = ex.key
+            if ex.served is not None:
+                rec["p"] = ex.served[0]
+            try:
+                out.append(plain(rec))
+                continue
+            except orjson.JSONEncodeError:
+                pass
+        out.append(_record(ex, f"examples.{i}." if many else ""))
+    return out
+
+
 class ModelWriter:
     """Applies learn requests to the models of one process, a group at a time.
 
@@ -192,6 +215,10 @@ class ModelWriter:
 
     async def _learn_locked(self, h: Handle, examples: list[Example]) -> list[dict[str, Any]]:
         results: list[dict[str, Any] | None] = [None] * len(examples)
+        if all(ex.key is None for ex in examples):  # no ids: every example is new, in order
+            todo = list(range(len(examples)))
+            await self._learn_new(h, examples, todo, results, len(examples) > 1)
+            return results  # type: ignore[return-value]
         first_of: dict[str, int] = {}
         maybe: dict[str, int] = {}  # ids the filter may have seen: the store knows
         for i, ex in enumerate(examples):
@@ -225,7 +252,7 @@ class ModelWriter:
         the answer to ``exs[j]``."""
         _, learners = engine()
         # the log records first: whatever the store cannot hold is refused before learning
-        raws = [_record(ex, f"examples.{i}." if many else "") for i, ex in zip(rows, exs)]  # noqa: B905
+        raws = _records(exs, rows, many)
         log_durable = self.settings.durability == "log"
         n_before = h.model.n_seen
         try:
@@ -247,15 +274,26 @@ class ModelWriter:
                 f"model {h.name}: internal engine error while learning (logged on the "
                 "server); nothing was acknowledged and the model is rebuilt from its log"
             ) from exc
-        entries, answers = [], []
+        seq0 = h.seq
+        argmax_label = learners.argmax_label
+        entries, outs, preds, keyed = [], [], [], []  # keyed: (j, key, stored answer)
         try:
-            for j, ex in enumerate(exs):
-                proba = clean_proba(probas[j])
-                pred, proba = ex.served if ex.served is not None else (learners.argmax_label(proba), proba)  # fmt: skip
-                out = {"prediction": pred, "probabilities": proba, "seq": h.seq + j + 1}
-                resp = dumps(out) if ex.key is not None else None
-                entries.append(Entry(raws[j], ex.key, resp))
-                answers.append((out, resp))
+            for j, (ex, proba) in enumerate(zip(exs, probas, strict=True)):
+                if ex.served is None:
+                    proba = clean_proba(proba)
+                    pred = argmax_label(proba)
+                else:
+                    pred, proba = ex.served
+                seq = seq0 + j + 1
+                if ex.key is None:
+                    entries.append(Entry(raws[j]))
+                else:
+                    resp = dumps({"prediction": pred, "probabilities": proba, "seq": seq})
+                    entries.append(Entry(raws[j], ex.key, resp))
+                    keyed.append((j, ex.key, resp))
+                preds.append(pred)
+                outs.append({"prediction": pred, "probabilities": proba, "seq": seq,
+                             "duplicate": False})  # fmt: skip
         except Exception as exc:  # learned but not loggable: an engine bug, rebuild
             log.exception("model %s: engine answer cannot be encoded", h.name)
             h.dirty = log_durable
@@ -276,14 +314,17 @@ class ModelWriter:
             new_seq = h.seq + len(entries)
         h.seq = new_seq
         h.learned += len(entries)
+        h.metrics.update_many([ex.label for ex in exs], preds)
         kept = 0
-        for i, ex, (out, resp) in zip(rows, exs, answers):  # noqa: B905
-            h.metrics.update(ex.label, out["prediction"])
-            if ex.key is not None:
-                kept += h.ids.add(ex.key, out["seq"])
-                if not log_durable and resp is not None:  # no log holds it: the next snapshot
-                    h.unsaved_ids[ex.key] = (out["seq"], resp)  # records it in the store
-                    kept += key_cost(ex.key, resp)
-            results[i] = {**out, "duplicate": False}
+        for j, key, resp in keyed:
+            kept += h.ids.add(key, seq0 + j + 1)
+            if not log_durable:  # no log holds it: the next snapshot records it in the store
+                h.unsaved_ids[key] = (seq0 + j + 1, resp)
+                kept += key_cost(key, resp)
+        if len(rows) == len(results):  # every example of the request is new: rows are 0..n-1
+            results[:] = outs
+        else:
+            for i, out in zip(rows, outs, strict=True):
+                results[i] = out
         if kept:  # the memory budget sees the ids as they come (the writer re-checks when idle)
             self.models.add_cost(h, kept)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal, NotRequired, Self
 
+import orjson
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -18,7 +20,8 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
-from app.names import NAME_PATTERN, NAME_RULE
+from app.names import NAME_PATTERN, NAME_RE, NAME_RULE
+from app.registry.handles import Example
 
 # Feature values are checked by the engine (numbers, strings, booleans, null; anything else is a
 # FeatureTypeError naming the feature), so pydantic only documents them: validating a union per
@@ -264,6 +267,59 @@ class LearnRequest(_Body):
         if self.examples is not None and (self.label is not None or self.id is not None):
             raise ValueError("label/id go inside each of 'examples' in a batch")
         return self
+
+
+# 19 digits in a row may be an integer orjson cannot hold (it reads those outside 64 bits as
+# floats, pydantic as integers that the service refuses by name): such bodies go to pydantic.
+# (Digits -> "0", the rest -> " ", then a substring search: a regex takes 15x longer.)
+_DIGITS_ONLY = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_NUMBER = b"0" * 19
+_BATCH_KEYS = {"model", "examples"}
+_EXAMPLE_KEYS = {"features", "label", "id", "weight"}
+_LABEL_TYPES = {str, int, bool}
+
+
+def plain_batch(raw: bytes) -> tuple[str, list[Example]] | None:
+    """``(model, examples)`` of a batch ``LearnRequest``, exactly as pydantic validates it, or
+    ``None`` when the body is anything else (then pydantic decides, and names the field).
+
+    The hot path of batched ``POST /learn``: one ``orjson.loads`` and a few checks per example
+    instead of pydantic's validation of every value. It accepts only what :class:`LearnRequest`
+    accepts and gives the same values (``weight`` as a float); ``tests/test_batch_learn.py``
+    holds it to that on hostile bodies.
+    """
+    if _LONG_NUMBER in raw.translate(_DIGITS_ONLY):
+        return None
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(body) is not dict or body.keys() != _BATCH_KEYS:
+        return None
+    model, examples = body["model"], body["examples"]
+    if type(model) is not str or NAME_RE.fullmatch(model) is None or type(examples) is not list:
+        return None
+    out = []
+    for e in examples:
+        if type(e) is not dict:
+            return None
+        x, y = e.get("features"), e.get("label")
+        if type(x) is not dict or type(y) not in _LABEL_TYPES:
+            return None
+        if len(e) == 2:
+            out.append(Example(x, y))
+            continue
+        if not e.keys() <= _EXAMPLE_KEYS:
+            return None
+        key, w = e.get("id"), e.get("weight", 1.0)
+        if key is not None and (type(key) is not str or not 1 <= len(key) <= 200):
+            return None
+        if type(w) is int:
+            w = float(w)
+        if type(w) is not float or not (0.0 <= w and math.isfinite(w)):
+            return None
+        out.append(Example(x, y, w, key))
+    return (model, out) if out else None
 
 
 class LearnResult(BaseModel):

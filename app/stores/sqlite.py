@@ -1,21 +1,38 @@
-"""Embedded store: one SQLite file in WAL mode (the zero-set-up default)."""
+"""Embedded store: one SQLite file in WAL mode (the zero-set-up default).
+
+The log holds one row per *append*: ``seq`` is the sequence number of the row's last entry,
+``n`` how many entries it holds, ``record`` the entry itself when ``n = 1`` and the entries
+framed (each a 4-byte little-endian length, then its bytes) when ``n > 1``. A batch of 1,000 is
+then one row (one B-tree insert, and one delete at the trim) instead of 1,000. Databases written
+before (log format 1: every row one entry, no ``n`` column) get the column with ``n = 1`` when
+opened and read as before; this version's batch rows are unreadable to versions before it
+(``PRAGMA user_version`` is 2 once the column exists).
+"""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import struct
 import time
 from pathlib import Path
 from typing import Any
 
 from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict, raises_store_errors
 
+# Pages the WAL grows to before a commit copies it into the database (SQLite's default: 1,000).
+# A checkpoint costs syncs and a pass over the pages; batched learning writes ~50 pages per
+# 1,000 examples. Appending 1,000-entry rows and trimming them as the server does took ~5 ms
+# per batch with 1,000-page checkpoints and ~2.4 ms with 4,000 (a WAL of ~16 MB) on the
+# development machine (benchmarks/results/profile.md, "After the HTTP work").
+WAL_PAGES = 4000
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS models (
     name TEXT PRIMARY KEY, spec TEXT NOT NULL, last_seq INTEGER NOT NULL DEFAULT 0,
     created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS log (
-    model TEXT NOT NULL, seq INTEGER NOT NULL, record BLOB NOT NULL,
+    model TEXT NOT NULL, seq INTEGER NOT NULL, record BLOB NOT NULL, n INTEGER NOT NULL DEFAULT 1,
     PRIMARY KEY (model, seq)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS snapshots (
     model TEXT PRIMARY KEY, seq INTEGER NOT NULL, blob BLOB NOT NULL);
@@ -72,8 +89,10 @@ class SqliteStore:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={self.synchronous}")
+        db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
         db.executescript(_SCHEMA)
         _add_idem_seq(db)
+        _add_log_n(db)
         db.execute("CREATE INDEX IF NOT EXISTS idem_seq ON idem (model, seq)")
         self._db = db
 
@@ -149,23 +168,25 @@ class SqliteStore:
                         if row is not None and bytes(row[0]) != resp:
                             raise DuplicateKey(key)
                     raise DuplicateKey(keyed[0][1])
-            if len(entries) == 1:
+            if entries:  # one row, however many entries (the module docstring)
                 db.execute(
-                    "INSERT INTO log (model, seq, record) VALUES (?, ?, ?)",
-                    (name, seq, entries[0].record),
-                )
-            else:
-                db.executemany(
-                    "INSERT INTO log (model, seq, record) VALUES (?, ?, ?)",
-                    [(name, expected_seq + i + 1, e.record) for i, e in enumerate(entries)],
+                    "INSERT INTO log (model, seq, record, n) VALUES (?, ?, ?, ?)",
+                    (name, seq, _frame(entries), len(entries)),
                 )
         return seq
 
     async def read(self, name: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:
-        return self.db.execute(
-            "SELECT seq, record FROM log WHERE model = ? AND seq > ? ORDER BY seq LIMIT ?",
-            (name, after_seq, limit),
-        ).fetchall()
+        out: list[tuple[int, bytes]] = []
+        rows = self.db.execute(
+            "SELECT seq, n, record FROM log WHERE model = ? AND seq > ? ORDER BY seq",
+            (name, after_seq),
+        )
+        for last, n, record in rows:
+            out.extend(e for e in _entries(last, n, record) if e[0] > after_seq)
+            if len(out) >= limit:
+                break
+        rows.close()
+        return out[:limit]
 
     async def last_seq(self, name: str) -> int:
         row = self.db.execute("SELECT last_seq FROM models WHERE name = ?", (name,)).fetchone()
@@ -209,6 +230,16 @@ class SqliteStore:
     async def trim(self, name: str, upto_seq: int) -> None:
         with self._tx() as db:
             db.execute("DELETE FROM log WHERE model = ? AND seq <= ?", (name, upto_seq))
+            row = db.execute(  # a batch row across upto_seq keeps only its entries after it
+                "SELECT seq, n, record FROM log WHERE model = ? AND seq > ? ORDER BY seq LIMIT 1",
+                (name, upto_seq),
+            ).fetchone()
+            if row is not None and row[0] - row[1] < upto_seq:
+                kept = [Entry(r) for seq, r in _entries(*row) if seq > upto_seq]
+                db.execute(
+                    "UPDATE log SET n = ?, record = ? WHERE model = ? AND seq = ?",
+                    (len(kept), _frame(kept), name, row[0]),
+                )
 
     async def get_answers(self, name: str, keys: list[str]) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
@@ -302,6 +333,42 @@ def _add_idem_seq(db: sqlite3.Connection) -> None:
         db.execute(
             "UPDATE idem SET seq = COALESCE(json_extract(CAST(response AS TEXT), '$.seq'), 0)"
         )
+
+
+_LEN = struct.Struct("<I")
+
+
+def _frame(entries: list[Entry]) -> bytes:
+    """The ``record`` of a log row holding ``entries`` (the module docstring)."""
+    if len(entries) == 1:
+        return entries[0].record
+    pack = _LEN.pack
+    return b"".join([part for e in entries for part in (pack(len(e.record)), e.record)])
+
+
+def _entries(last: int, n: int, record: bytes) -> list[tuple[int, bytes]]:
+    """``(seq, record)`` of each entry of the log row ``(last, n, record)``."""
+    if n == 1:
+        return [(last, bytes(record))]
+    out, pos, blob = [], 0, memoryview(record)
+    for seq in range(last - n + 1, last + 1):
+        (size,) = _LEN.unpack_from(blob, pos)
+        out.append((seq, bytes(blob[pos + 4 : pos + 4 + size])))
+        pos += 4 + size
+    if pos != len(blob):
+        raise sqlite3.DatabaseError(f"log row at seq {last}: {len(blob) - pos} bytes left over")
+    return out
+
+
+def _add_log_n(db: sqlite3.Connection) -> None:
+    """Give a log of format 1 (one entry per row) the ``n`` column (every old row: ``n = 1``)
+    and mark the database as log format 2."""
+    if db.execute("PRAGMA user_version").fetchone()[0] >= 2:
+        return
+    with _Tx(db):
+        if not any(row[1] == "n" for row in db.execute("PRAGMA table_info(log)")):
+            db.execute("ALTER TABLE log ADD COLUMN n INTEGER NOT NULL DEFAULT 1")
+        db.execute("PRAGMA user_version = 2")
 
 
 class _Tx:
