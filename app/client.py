@@ -318,9 +318,13 @@ class _Core:
         )
 
     @staticmethod
-    def list_models() -> _Call:
+    def list_models(after: str | None = None) -> _Call:
+        """One page: ``([ModelInfo], the next page's after or None)``."""
         return _Call(
-            "GET", "/models", lambda r: [ModelInfo.from_json(m) for m in r.json()["models"]]
+            "GET",
+            "/models",
+            lambda r: ([ModelInfo.from_json(m) for m in r.json()["models"]], r.json().get("next")),
+            params={"after": after} if after is not None else None,
         )
 
     @staticmethod
@@ -560,8 +564,14 @@ class ChorusClient(_Base):
             return self.get_model(name)
 
     def list_models(self) -> list[ModelInfo]:
-        """All models."""
-        return self._send(_Core.list_models())
+        """All models, in name order (the server's pages followed)."""
+        out: list[ModelInfo] = []
+        after = None
+        while True:
+            page, after = self._send(_Core.list_models(after))
+            out += page
+            if after is None:
+                return out
 
     def get_model(self, name: str) -> ModelInfo:
         """One model's description; raises :class:`NotFound`."""
@@ -693,8 +703,14 @@ class AsyncChorusClient(_Base):
             return await self.get_model(name)
 
     async def list_models(self) -> list[ModelInfo]:
-        """All models."""
-        return await self._send(_Core.list_models())
+        """All models, in name order (the server's pages followed)."""
+        out: list[ModelInfo] = []
+        after = None
+        while True:
+            page, after = await self._send(_Core.list_models(after))
+            out += page
+            if after is None:
+                return out
 
     async def get_model(self, name: str) -> ModelInfo:
         """One model's description."""

@@ -106,6 +106,31 @@ def test_connection_refused_is_retried_then_reported():
     assert "cannot reach" in str(info.value)
 
 
+def test_list_models_follows_the_pages():
+    """``GET /models`` answers a page and the next page's ``after``; the client asks until
+    ``next`` is null (sync and async)."""
+
+    def pages():
+        desc = {"spec": {}, "n_seen": 0, "classes": []}
+        return Script(
+            (200, {"models": [{**desc, "name": "a"}, {**desc, "name": "b"}], "next": "b"}),
+            (200, {"models": [{**desc, "name": "c"}], "next": None}),
+        )
+
+    script = pages()
+    with client(script) as c:
+        assert [m.name for m in c.list_models()] == ["a", "b", "c"]
+    assert [dict(r.url.params) for r in script.requests] == [{}, {"after": "b"}]
+
+    async def go(script):
+        transport = httpx.MockTransport(script)
+        async with AsyncChorusClient("http://chorus.test", transport=transport) as c:
+            return [m.name for m in await c.list_models()]
+
+    script = pages()
+    assert asyncio.run(go(script)) == ["a", "b", "c"] and len(script.requests) == 2
+
+
 def test_model_creation_is_not_blindly_repeated_after_an_ambiguous_failure():
     script = Script(httpx.ReadTimeout("slow"), (201, {}))
     with client(script) as c, pytest.raises(Unavailable):

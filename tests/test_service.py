@@ -130,11 +130,43 @@ def test_create_model_422_names_the_field(client, body, field):
 
 
 def test_list_models(client):
-    assert client.get("/models").json() == {"models": []}
+    assert client.get("/models").json() == {"models": [], "next": None}
     client.post("/models", json=SPEC)
     client.post("/models", json={**SPEC, "name": "b", "ensemble": "boosting"})
     names = [m["name"] for m in client.get("/models").json()["models"]]
     assert sorted(names) == ["b", "m"]
+
+
+def test_list_models_a_page_at_a_time(client):
+    """Pages in name order that together hold every model once; a page loads only its models;
+    bad limits and afters are 422s naming the parameter."""
+    names = [f"p{i:02d}" for i in range(7)] + ["a", "Z", "z-last"]
+    for name in names:
+        assert client.post("/models", json={**SPEC, "name": name}).status_code == 201
+    registry = client.app.state.registry
+    for name in names:  # nothing in memory: a page must load only its own models
+        registry.models.drop(name)
+    pages, after = [], None
+    while True:
+        r = client.get("/models", params={"limit": 3, **({"after": after} if after else {})})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert len(body["models"]) <= 3 and len(registry.models.names()) <= 3 * (len(pages) + 1)
+        pages.append([m["name"] for m in body["models"]])
+        after = body["next"]
+        if after is None:
+            break
+    listed = [n for page in pages for n in page]
+    assert listed == sorted(names) and [len(p) for p in pages] == [3, 3, 3, 1]
+    assert client.get("/models", params={"limit": 10}).json()["next"] is None  # exactly one page
+    assert client.get("/models", params={"limit": 9}).json()["next"] == sorted(names)[8]
+    tail = client.get("/models", params={"after": "p03x"}).json()["models"]  # not a model's name
+    assert [m["name"] for m in tail] == ["p04", "p05", "p06", "z-last"]
+    assert client.get("/models", params={"after": "zzz"}).json() == {"models": [], "next": None}
+    for params, field in [({"limit": 0}, "limit"), ({"limit": 1001}, "limit"),
+                          ({"limit": "x"}, "limit"), ({"after": "a" * 65}, "after")]:  # fmt: skip
+        r = client.get("/models", params=params)
+        assert r.status_code == 422 and field in r.text, r.text
 
 
 def test_get_model_200_404_422(client):
@@ -539,7 +571,7 @@ def test_readyz_503_until_store_answers(tmp_path):
             while client.get("/readyz").status_code != 200 and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert client.get("/readyz").status_code == 200
-            assert client.get("/models").json() == {"models": []}
+            assert client.get("/models").json() == {"models": [], "next": None}
         finally:
             server.stop()
 

@@ -21,7 +21,7 @@ reproduces it bit for bit (ARCHITECTURE §4-5).
 """
 
 from app import snapshot as codec
-from app.registry.api import Registry
+from app.registry.api import LIST_LIMIT, LIST_MAX, Registry
 from app.registry.common import dumps
 from app.registry.handles import Example, Handle, ModelMetrics
 from app.registry.keeper import PredictionKeeper
@@ -30,6 +30,8 @@ from app.registry.recovery import Recovery
 from app.registry.writer import ModelWriter
 
 __all__ = [
+    "LIST_LIMIT",
+    "LIST_MAX",
     "Example",
     "Handle",
     "LoadedModels",

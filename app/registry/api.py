@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -29,6 +30,8 @@ from app.settings import Settings
 from app.stores.base import Store
 
 log = logging.getLogger("chorus.registry")
+LIST_LIMIT = 100  # models per page of GET /models, unless the request says otherwise
+LIST_MAX = 1000  # the most a page may ask for
 
 
 class Registry:
@@ -165,10 +168,17 @@ class Registry:
         self._check_ready()
         return list(await _store(self.store.list_models()))
 
-    async def list_models(self) -> list[dict[str, Any]]:
-        """The description of every declared model (a broken one with its reason)."""
+    async def list_models(self, limit: int = LIST_LIMIT,
+                          after: str | None = None) -> tuple[list[dict[str, Any]], str | None]:  # fmt: skip
+        """One page of model descriptions in name order: at most ``limit`` models named after
+        ``after`` (a broken one with its reason), and the ``after`` of the next page (``None``:
+        none left). A page loads only its own models, so listing is bounded work per request
+        however many models there are."""
+        names = sorted(await self.names())
+        start = bisect.bisect_right(names, after) if after is not None else 0
+        page = names[start : start + limit]
         out = []
-        for name in await self.names():
+        for name in page:
             try:
                 out.append(views.describe(await self._get(name)))
             except ModelBroken:
@@ -178,7 +188,8 @@ class Registry:
                     out.append(views.describe_broken(name, spec, reason))
             except ModelNotFound:  # deleted meanwhile: just skipped
                 pass
-        return out
+        more = start + limit < len(names)
+        return out, (page[-1] if more and page else None)
 
     async def describe(self, name: str, min_seq: int | None = None) -> dict[str, Any]:
         """Spec, examples seen, state bytes, metrics and members of a caught-up model."""

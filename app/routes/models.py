@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from starlette.responses import Response
 
 from app.names import NAME_PATTERN, NAME_RULE
+from app.registry import LIST_LIMIT, LIST_MAX
 from app.routes.deps import RegistryDep, errors, json_response, require_key
 from app.routes.schemas import Metrics, ModelCreate, ModelDescription, ModelList
 
@@ -32,10 +33,21 @@ async def create_model(body: ModelCreate, reg: RegistryDep) -> Response:
     return json_response(await reg.create(body.name, spec), 201)
 
 
-@router.get("/models", response_model=ModelList, responses=errors(401, 503), summary="List models")
-async def list_models(reg: RegistryDep) -> Response:
-    """Every declared model with its description."""
-    return json_response({"models": await reg.list_models()})
+@router.get(
+    "/models", response_model=ModelList, responses=errors(401, 422, 503), summary="List models"
+)
+async def list_models(
+    reg: RegistryDep,
+    limit: Annotated[int, Query(ge=1, le=LIST_MAX, description="Models per page")] = LIST_LIMIT,
+    after: Annotated[
+        str | None,
+        Query(max_length=64, description="List the models named after this one (a page's next)"),
+    ] = None,
+) -> Response:
+    """Declared models with their descriptions, in name order, a page at a time: ``next`` is
+    the ``after`` of the next page (``null`` on the last)."""
+    models, next_after = await reg.list_models(limit, after)
+    return json_response({"models": models, "next": next_after})
 
 
 @router.get(

@@ -193,11 +193,14 @@ class ModelDescription(BaseModel):
 
 
 class ModelList(BaseModel):
-    """Every declared model."""
+    """A page of declared models, in name order."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{"models": []}]})
+    model_config = ConfigDict(json_schema_extra={"examples": [{"models": [], "next": None}]})
 
     models: list[ModelDescription]
+    next: str | None = Field(
+        None, description="Pass as ?after= for the next page; null when this page is the last"
+    )
 
 
 class LearnExample(TypedDict):
