@@ -1923,7 +1923,10 @@ def canonical(T, C, counts, copy):
         pos_g = 0
         for i in range(no):
             o = oorder[i]
-            C.o_fresh[m, i] = T.o_fresh[m, o]
+            # saved as 0/1 (stale / fresh), what code before SETTLED reads: a one-entry stale
+            # cache becomes all stale, SETTLED fresh (recomputing gives the same numbers)
+            fr = T.o_fresh[m, o]
+            C.o_fresh[m, i] = 1 if fr == 1 or fr == SETTLED else 0
             C.o_attr[m, i] = T.o_attr[m, o]
             C.o_next[m, i] = _renumbered(omap, T.o_next[m, o])
             pos_g = _move_block(T.gc, T.gv, NUM_STATS, T.g_at, T.g_len, m, o, C.gc, C.gv,

@@ -111,3 +111,26 @@ _value = st.one_of(
 )
 def test_any_stream_equals_recomputing_every_variance(rows) -> None:
     _run_pair(NaiveBayes, rows)
+
+
+def test_saved_states_hold_only_stale_or_fresh_and_go_on_exactly() -> None:
+    """A saved state says 0 (stale) or 1 (fresh) for every observer, as code before the one-entry
+    cache wrote and reads it; a model loaded from it goes on exactly as the original."""
+    rnd = np.random.default_rng(5)
+    plain = [({"a": float(rnd.normal(y)), "b": float(rnd.normal(-y))}, y, 1.0)
+             for y in rnd.integers(0, 3, 800).tolist()]  # fmt: skip
+    rows = plain + _hostile_rows(400, seed=5)
+    model = NaiveBayes()
+    for x, y, w in rows[:800]:
+        model.predict_proba_one(x)
+        model.learn_one(x, y, w=w)
+    assert (model._bank.T.o_fresh > SETTLED).any(), "no one-entry stale cache to save"
+    state = model.to_state()
+    saved = [a for k, a in state["arrays"].items() if k.endswith("o_fresh")]
+    assert saved and all(set(np.unique(a).tolist()) <= {0, 1} for a in saved)
+    twin = NaiveBayes.from_state(state)
+    for i, (x, y, w) in enumerate(rows[800:]):
+        p, q = model.predict_proba_one(x), twin.predict_proba_one(x)
+        assert _same(p, q), f"row {800 + i}: {p} != {q}"
+        model.learn_one(x, y, w=w)
+        twin.learn_one(x, y, w=w)
