@@ -62,8 +62,6 @@ class CompiledBackend:
 
     native = True
 
-    reads_frames = True  # run() encodes through Schema.encode_rows (learners.FrameRows)
-
     def __init__(self, learner: Any, n_models: int, limits: Limits, kernel: Any,
                  ipar: np.ndarray, fstate: np.ndarray) -> None:  # fmt: skip
         self.bank = TreeBank(bank_params(learner), n_models, limits=limits)
@@ -303,8 +301,6 @@ class PythonBackend:
     """
 
     native = False
-
-    reads_frames = False  # each member reads the rows as dicts
 
     def __init__(self, ensemble: Any, learner: Any, n_models: int, limits: Limits) -> None:
         self.ensemble = ensemble

@@ -168,7 +168,7 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
     _float_state = np.zeros((1, 1))  # what the kernel gets as ``fstate`` (updated in place)
 
     def _reads_frames(self) -> bool:
-        return self._backend.reads_frames
+        return self._backend.native  # the bank's run encodes through Schema.encode_rows
 
     def _run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
         return self._backend.run(X, ys, ws, predict=predict, learn=learn)
