@@ -60,16 +60,21 @@ def _copy_exc(exc: Exception) -> Exception:
     return StoreUnavailable(f"store unavailable: {exc}")
 
 
-def _record(ex: Example, prefix: str) -> bytes:
-    """The example's log record (JSON), or :class:`InvalidInput` naming what cannot be stored."""
-    validate.check_label(ex.label, f"{prefix}label")
+def _fields(ex: Example) -> dict[str, Any]:
+    """What the example's log record holds."""
     rec: dict[str, Any] = {"x": ex.features, "y": ex.label, "w": ex.weight}
     if ex.key is not None:
         rec["k"] = ex.key
     if ex.served is not None:
         rec["p"] = ex.served[0]
+    return rec
+
+
+def _record(ex: Example, prefix: str) -> bytes:
+    """The example's log record (JSON), or :class:`InvalidInput` naming what cannot be stored."""
+    validate.check_label(ex.label, f"{prefix}label")
     try:
-        return dumps(rec)
+        return dumps(_fields(ex))
     except orjson.JSONEncodeError as exc:
         validate.check(ex.features, f"{prefix}features")
         raise InvalidInput(f"{prefix}features: cannot be stored ({exc})") from None
@@ -84,13 +89,8 @@ def _records(exs: list[Example], rows: list[int], many: bool) -> list[bytes]:
     for i, ex in zip(rows, exs, strict=True):
         y = ex.label
         if type(y) is not int or validate.INT64_MIN <= y <= validate.INT64_MAX:
-            rec: dict[str, Any] = {"x": ex.features, "y": y, "w": ex.weight}
-            if ex.key is not None:
-                rec["k"] = ex.key
-            if ex.served is not None:
-                rec["p"] = ex.served[0]
             try:
-                out.append(plain(rec))
+                out.append(plain(_fields(ex)))
                 continue
             except orjson.JSONEncodeError:
                 pass
