@@ -31,20 +31,21 @@ async def learn(request: Request) -> Response:
     check_key(request)
     raw = await request.body()
     batch = plain_batch(raw)  # a plain batch parsed by orjson, else pydantic (which names errors)
+    if batch is None:
+        body = LearnRequest.parse_body(raw)
+        if body.examples is not None:
+            batch = (
+                body.model,
+                [
+                    Example(e["features"], e["label"], e.get("weight", 1.0), e.get("id"))
+                    for e in body.examples
+                ],
+            )
     if batch is not None:
         model, exs = batch
         check_batch(request, exs)
         results = await reg.learn(model, exs)
         return json_response({"results": results, "accuracy": reg.accuracy(model)})
-    body = LearnRequest.parse_body(raw)
-    if body.examples is not None:
-        check_batch(request, body.examples)
-        exs = [
-            Example(e["features"], e["label"], e.get("weight", 1.0), e.get("id"))
-            for e in body.examples
-        ]
-        results = await reg.learn(body.model, exs)
-        return json_response({"results": results, "accuracy": reg.accuracy(body.model)})
     if body.prediction_id is not None:
         result = await reg.learn_delayed(body.model, body.prediction_id, body.label, body.id)
     else:

@@ -35,7 +35,8 @@ Value = Annotated[
 Label = StrictBool | StrictInt | StrictStr
 Features = dict[str, Value]
 Weight = Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)]  # numbers only, never a bool
-Key = Annotated[str, Field(min_length=1, max_length=200)]
+KEY_MAX = 200  # characters of an idempotency id or a prediction id
+Key = Annotated[str, Field(min_length=1, max_length=KEY_MAX)]
 MinSeq = Annotated[
     int | None,
     Field(
@@ -251,10 +252,10 @@ class LearnRequest(_Body):
     model: str = Name
     features: Features | None = None
     label: Label | None = None
-    id: str | None = Field(None, min_length=1, max_length=200)
+    id: str | None = Field(None, min_length=1, max_length=KEY_MAX)
     weight: Weight = 1.0
     examples: list[LearnExample] | None = None
-    prediction_id: str | None = Field(None, min_length=1, max_length=200)
+    prediction_id: str | None = Field(None, min_length=1, max_length=KEY_MAX)
 
     @model_validator(mode="after")
     def _one_mode(self) -> LearnRequest:
@@ -315,7 +316,7 @@ def plain_batch(raw: bytes) -> tuple[str, list[Example]] | None:
         if not e.keys() <= _EXAMPLE_KEYS:
             return None
         key, w = e.get("id"), e.get("weight", 1.0)
-        if key is not None and (type(key) is not str or not 1 <= len(key) <= 200):
+        if key is not None and (type(key) is not str or not 1 <= len(key) <= KEY_MAX):
             return None
         if type(w) is int:
             w = float(w)
