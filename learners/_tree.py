@@ -1453,6 +1453,8 @@ def nb_proba(T, m, node, xn, xc, n_classes, pk, pv):
                 if z != 0.0:
                     logp[i] = -np.inf
                 continue
+            if gv[m, b + VAR] == np.inf:  # an uninformative feature: its term is exactly 0
+                continue  # (computed, z * z / inf is NaN once z * z overflows, |z| > 1.3e154)
             logp[i] += -0.5 * z * z / gv[m, b + VAR] - 0.5 * gv[m, b + LOGVAR] - LOG2PI_HALF
     mx = -np.inf
     for i in range(dn):

@@ -159,6 +159,21 @@ def test_naive_bayes_zero_variance_never_gives_nan():
     assert nb.predict_proba_one({"x": 7.0}) == pytest.approx({"a": 1 / 3, "b": 2 / 3})
 
 
+@pytest.mark.parametrize("value", [1.9e154, -1e200, 1e300, 1.7e308])
+def test_a_huge_value_of_an_uninformative_feature_gives_no_nan(value):
+    """A feature every class saw at one value (zero pooled variance) tells nothing: its term is
+    exactly 0. Computed, it was NaN once z * z overflowed (|z| > 1.3e154), so every
+    probability was NaN and predict_one / predict_many disagreed on the label."""
+    from learners import HoeffdingTree
+
+    for model in (NaiveBayes(), HoeffdingTree()):
+        model.learn_one({}, 0)
+        model.learn_one({"n": 0.0}, 1)
+        p = model.predict_proba_one({"n": value})
+        assert p == model.predict_proba_one({"n": 1.0}) == {0: 0.5, 1: 0.5}
+        assert model.predict_one({"n": value}) == model.predict_many([{"n": value}])[0] == 0
+
+
 def test_naive_bayes_zero_variance_class_is_a_point_mass_not_a_spike():
     """A feature constant within one class (a pixel always 0 for it) must not outvote the rest.
 
