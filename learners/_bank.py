@@ -41,8 +41,8 @@ from ._tree import (
 from ._tree import (
     fill_weights as fill_weights_,
 )
-from .base import check_weights
-from .jit import MODE, interpreting, twin_of
+from .base import argmax_label, check_weights
+from .jit import MODE, entry_point, interpreting, twin_of
 from .jit import kernel as jit_kernel
 from .limits import LimitError, Limits
 from .schema import FeatureTypeError, Schema
@@ -185,6 +185,7 @@ class TreeBank:
                  limits: Limits | None = None):  # fmt: skip
         self.limits = limits or Limits()
         self.params = params._replace(max_nodes=min(params.max_nodes, self.limits.max_nodes))
+        self._max_nodes = int(self.params.max_nodes)  # (read by every learned example)
         self.M = n_members
         self.schema = schema or Schema(self.limits)
         self.n_seen = 0  # examples learned with w > 0: the sequence counter of the Poisson draws
@@ -209,7 +210,13 @@ class TreeBank:
         self._w1 = np.zeros(1)
         self._seq1 = np.zeros(1, np.int64)
         self._ncls1 = np.zeros(1, np.int64)
+        bufs: tuple[Any, ...] = (self._y1, self._w1, self._seq1, self._ncls1)
+        self._one: Any = tuple(memoryview(a) for a in bufs)
         self._last: tuple | None = None  # the last predict-mode one-row encoding (see _encode_one)
+        self._xn1 = np.empty((1, 1))  # the one-row encoding buffers (see _encode_one)
+        self._xc1 = np.empty((1, 1), np.int64)
+        # run_one's compiled entry points: kernel -> (ipar, fstate, entry) (see jit.entry_point)
+        self._entries: dict[Any, tuple] = {}
 
     def _set(self, T: TreeState) -> None:
         self.T = T
@@ -220,6 +227,7 @@ class TreeBank:
         self._namespace: Any = None
         self._fitted: tuple | None = None  # the schema's sizes fit_schema last saw for this T
         self._pgen = int(T.pgen[0])  # the pools' generation this T holds (see sync)
+        self._pgen_now: Any = memoryview(T.pgen)  # type: ignore[arg-type]  # the generation a kernel may have moved on
         if not hasattr(self, "_out1"):
             self._out1 = np.zeros((1, 2))  # the per-example output row (grown with the classes)
 
@@ -267,8 +275,8 @@ class TreeBank:
     # --------------------------------------------------------------------------- capacity
     def need(self) -> int:
         """Nodes/slots one learned example may take at most (a multiway split, which is never
-        larger than ``max_nodes``, + a new branch)."""
-        return min(max(2, self.schema._max_values), self.params.max_nodes) + 2
+        larger than ``max_nodes``, + a new branch). (``run_one`` has it inline.)"""
+        return min(max(2, self.schema._max_values), self._max_nodes) + 2
 
     def _direct_widths(self) -> dict[str, int]:
         return {"cat_direct": _direct(self.schema.n_cat), "num_direct": _direct(self.schema.n_num)}
@@ -401,11 +409,22 @@ class TreeBank:
         num, cat, known = s._encode_row(x, grow)
         if len(num) < J:
             num.extend([math.nan] * (J - len(num)))
-        if len(cat) < A:
-            cat.extend([-1] * (A - len(cat)))
-        xn = np.array([num], dtype=np.float64)
-        # no categorical feature (a numeric stream): the kernels only read xc, so one shared row
-        xc = _NO_CATEGORIES if not s.cat_names else np.array([cat], dtype=np.int64)
+        # the row goes into this bank's one-row buffers (kernels only read them), which the
+        # kept encoding is of: it is dropped or replaced whenever they are written
+        self._last = None
+        xn = self._xn1
+        if xn.shape[1] != len(num):  # (a learned row may have widened the schema)
+            xn = self._xn1 = np.empty((1, len(num)))
+        xn[0] = num
+        if s.cat_names:
+            if len(cat) < A:
+                cat.extend([-1] * (A - len(cat)))
+            xc = self._xc1
+            if xc.shape[1] != len(cat):
+                xc = self._xc1 = np.empty((1, len(cat)), np.int64)
+            xc[0] = cat
+        else:  # no categorical feature (a numeric stream): one shared row of "missing"
+            xc = _NO_CATEGORIES
         if known and not grow:
             self._last = (x, dict(x), J, A, xn, xc)
         return xn, xc
@@ -437,16 +456,25 @@ class TreeBank:
             xn, xc = self._encode_one(x, False)
             n_cls = len(s.classes)
             yc = 0
-        self._y1[0] = yc
-        self._w1[0] = w
-        self._seq1[0] = self.n_seen
-        self._ncls1[0] = n_cls
-        need = self.need() if do_learn else 0
-        if self._out1.shape[1] < n_cls:
-            self._out1 = np.zeros((1, max(n_cls, 2 * self._out1.shape[1])))
+        one = self._one  # memoryviews of the one-row buffers (cheaper to set than numpy's items)
+        one[0][0] = yc
+        one[1][0] = w
+        one[2][0] = self.n_seen
+        one[3][0] = n_cls
+        need = min(max(2, s._max_values), self._max_nodes) + 2 if do_learn else 0  # self.need()
         out = self._out1
+        if out.shape[1] < n_cls:
+            out = self._out1 = np.zeros((1, max(n_cls, 2 * out.shape[1])))
         interp = MODE.interpreted and interpreting()  # one mode for the whole call
-        run = twin_of(kernel) if interp else kernel
+        fill = False
+        if interp:
+            run = twin_of(kernel)
+        else:  # the kernel's entry point for this bank's argument types, after its first call
+            entry = self._entries.get(kernel)
+            if entry is not None and entry[0] is ipar and entry[1] is fstate:
+                run = entry[2]
+            else:
+                run, fill = kernel, True
         B = self.B
         if interp or B is None:
             B = self.view(interp)
@@ -454,7 +482,11 @@ class TreeBank:
                          do_learn, out, self._ncls1, s.code_attr_array, need):  # fmt: skip
             self.grow_nodes(need)
             B = self.view(interp)  # grown arrays: a new struct
-        if do_learn and self.T.pgen[0] != self._pgen:  # (only learning grows the pools)
+        if fill:  # every argument's type is fixed for this bank from now on
+            self._entries[kernel] = (ipar, fstate, entry_point(kernel, (
+                B, ipar, fstate, xn, xc, self._y1, self._w1, self._seq1, 0, do_predict, do_learn, out,
+                self._ncls1, s.code_attr_array, need)))  # fmt: skip
+        if do_learn and self._pgen_now[0] != self._pgen:  # (only learning grows the pools)
             self.sync()
         if do_learn and w > 0.0:
             self.n_seen += 1
@@ -462,9 +494,8 @@ class TreeBank:
             if label_only:  # argmax without building the dict (ties: first class, as argmax_label)
                 vals = out[0].tolist()[:n_cls]  # (list functions: numpy's cost ~1 us a call)
                 t = sum(vals)
-                if t != t:  # a NaN: numpy's rules (argmax takes the first NaN)
-                    row = out[0, :n_cls]
-                    return s.classes[int(row.argmax())] if n_cls and row.any() else None
+                if t != t:  # a NaN: as the answer's dict (proba_dict) would be read
+                    return argmax_label(dict(zip(s.classes[:n_cls], vals, strict=True)))
                 return s.classes[vals.index(max(vals))] if any(vals) else None
             return s.proba_dict(out[0], n_cls)
         return None

@@ -169,6 +169,48 @@ def kernel(fn: Any) -> Any:
     return twin_of(fn)
 
 
+class _EntryChecks:
+    on = False  # tests: every entry call first checks its arguments' types (see entry_point)
+
+
+ENTRY_CHECKS = _EntryChecks()
+
+
+def entry_point(fn: Any, args: tuple) -> Any:
+    """The machine code of compiled kernel ``fn`` for the argument types of ``args`` (compiled
+    already): a callable that skips numba's per-call type dispatch, else ``fn`` itself.
+
+    numba types every argument of every call before it picks the compiled code; a bank struct
+    (a ``StructRef``) is typed in Python, so one call of a 15-argument run kernel cost ~2.0 us
+    through ``fn`` and ~0.9 us through its entry point (measured, profile.md). The entry point
+    does not check types: a caller may use it only for arguments whose types cannot change
+    between its calls (``TreeBank.run_one``: the same buffers, encodings of one dtype and
+    shape, the same ``ipar``/``fstate`` objects). ``ENTRY_CHECKS.on`` (set by the tests) makes
+    every such call check its argument types against the entry's first.
+    """
+    try:
+        sig = tuple(fn.typeof_pyval(a) for a in args)
+        entry = fn.overloads[sig].entry_point
+    except Exception:  # noqa: BLE001 - not a compiled dispatcher, or not compiled for these types
+        return fn
+    if not callable(entry):
+        return fn
+    if ENTRY_CHECKS.on:
+        return _checked_entry(fn, sig, entry)
+    return entry
+
+
+def _checked_entry(fn: Any, sig: tuple, entry: Any) -> Any:
+    def checked(*args: Any) -> Any:
+        got = tuple(fn.typeof_pyval(a) for a in args)
+        if got != sig:
+            raise AssertionError(f"{fn.__name__}: entry point of {sig} called with {got}")
+        return entry(*args)
+
+    checked.__wrapped__ = entry  # type: ignore[attr-defined]
+    return checked
+
+
 def twin_of(fn: Any) -> Any:
     """The interpreted twin of compiled kernel ``fn`` (whatever the mode)."""
     run = getattr(twin(fn.py_func.__module__), fn.py_func.__name__)

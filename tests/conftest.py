@@ -155,3 +155,10 @@ def clean_cluster_url(redis_cluster: RedisCluster) -> str:
         redis_cluster.wait_ok()
     redis_cluster.flushall()
     return redis_cluster.url
+
+
+# every compiled entry point the engine calls checks its argument types first (see
+# learners.jit.entry_point and tests/test_entry_points.py)
+from learners.jit import ENTRY_CHECKS  # noqa: E402
+
+ENTRY_CHECKS.on = True

@@ -1,0 +1,193 @@
+"""The per-example path (``TreeBank.run_one``) calls its kernel's compiled entry point, skipping
+numba's per-call type dispatch, and encodes a row into the bank's one-row buffers.
+
+Both are only sound if nothing a caller passes changes type between calls and if a kept encoding
+never outlives the buffer contents it describes. ``ENTRY_CHECKS.on`` (set for the whole suite in
+``conftest.py``) makes every entry call compare its argument types with the entry's, so the
+hostile streams below fail loudly on a type change; their answers and final states are compared
+with the batch path (``TreeBank.run``), which uses neither.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ensembles
+import learners
+from learners import jit
+from learners.jit import ENTRY_CHECKS, entry_point
+
+
+def _models():
+    return {
+        "nb": lambda: learners.NaiveBayes(),
+        "ht": lambda: learners.HoeffdingTree(grace_period=5, delta=0.2),
+        "stump": lambda: learners.DecisionStump(),
+        "bag_ht": lambda: ensembles.OnlineBagging(
+            learners.HoeffdingTree(grace_period=5, delta=0.2), n_models=3, seed=2
+        ),
+        "boost_nb": lambda: ensembles.OnlineBoosting(learners.NaiveBayes(), n_models=3, seed=3),
+        "bag_adwin": lambda: ensembles.OnlineBagging(
+            learners.HoeffdingTree(grace_period=5, delta=0.2), n_models=3, seed=4, drift="adwin"
+        ),
+    }
+
+
+MODELS = _models()
+
+
+def _bank(model):
+    return model._bank if hasattr(model, "_bank") else model._backend.bank
+
+
+def test_the_checks_are_on_for_the_suite() -> None:
+    assert ENTRY_CHECKS.on
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_per_example_kernel_gets_its_entry_point(name) -> None:
+    """If numba stops giving entry points (another version), per-example calls silently pay
+    dispatch again: this fails instead."""
+    model = MODELS[name]()
+    for i in range(30):
+        x = {"a": float(i % 7), "c": f"v{i % 3}"}
+        model.predict_one(x)
+        model.learn_one(x, i % 2)
+    entries = _bank(model)._entries
+    assert entries
+    for kernel, (_, _, run) in entries.items():
+        entry = run.__wrapped__  # (the checked wrapper's machine-code entry)
+        assert entry is not kernel and type(entry).__name__ == "builtin_function_or_method"
+
+
+def test_a_checked_entry_refuses_other_argument_types() -> None:
+    from numba import njit
+
+    @njit
+    def add(a, b):
+        return a[0] + b
+
+    a = np.zeros(2)
+    add(a, 1)
+    checked = entry_point(add, (a, 1))
+    assert checked is not add and checked(a, 2) == 2.0
+    with pytest.raises(AssertionError, match="entry point"):
+        checked(np.zeros(2, np.int64), 1)  # unchecked, this would read the ints as floats
+    assert entry_point(add, (a, 1.5)) is add  # not compiled for (array, float): the dispatcher
+
+
+# a pool of rows: numeric features appear, categorical ones appear late, hostile values
+_value = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=False, width=64),
+    st.integers(-(2**62), 2**62),
+    st.sampled_from(["r", "g", "b", "ünï", "x" * 300]),
+)
+_row = st.dictionaries(st.sampled_from(["n0", "n1", "n2", "c0", "c1"]), _value, max_size=5)
+_op = st.tuples(
+    st.sampled_from(["predict", "proba", "learn", "predict_learn", "mutate"]),
+    st.integers(0, 5),  # which row of the pool
+    st.sampled_from([0, 1, "two", 3.5, 4, 5, True]),  # a label (classes grow)
+    _value,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(name=st.sampled_from(sorted(MODELS)), pool=st.lists(_row, min_size=6, max_size=6),
+       ops=st.lists(_op, max_size=60))  # fmt: skip
+def test_per_example_calls_equal_the_batch_path(name, pool, ops) -> None:
+    """Interleaved predictions and learns on a pool of dicts, some mutated in place between a
+    prediction and a learn (a kept encoding must not be reused), late categorical features,
+    growing classes, refused labels and feature kinds: per-example answers, refusals and the
+    final state equal one-row batch calls."""
+    one, many = MODELS[name](), MODELS[name]()
+    rows = [dict(r) for r in pool]
+    for op, i, y, v in ops:
+        x = rows[i]
+        if op == "mutate":
+            key = next(iter(x), None)
+            if key is not None:
+                x[key] = v
+            continue
+        if op == "predict":
+            a, b = _outcome(one.predict_one, x), _outcome(lambda x: many.predict_many([x])[0], x)
+        elif op == "proba":
+            a = _outcome(one.predict_proba_one, x)
+            b = _outcome(lambda x: many.predict_proba_many([x])[0], x)
+        elif op == "learn":
+            a = _outcome(one.learn_one, x, y)
+            b = _outcome(lambda x, y: many.learn_many([x], [y]), x, y)
+        else:
+            a = _outcome(one.predict_learn_one, x, y)
+            b = _outcome(lambda x, y: many.predict_learn_many([x], [y])[0], x, y)
+        assert a == b, (name, pool, ops, op, i, y, a, b)
+    a, b = one.to_state(), many.to_state()
+    assert a["header"] == b["header"]
+    assert a["arrays"].keys() == b["arrays"].keys()
+    for key in a["arrays"]:
+        assert np.array_equal(a["arrays"][key], b["arrays"][key], equal_nan=True), key
+
+
+def _outcome(f, *args):
+    """What a call gave (NaN probabilities made comparable), or the type of its refusal."""
+    try:
+        got = f(*args)
+    except (ValueError, TypeError) as e:  # the engine's refusals (LabelError, FeatureTypeError)
+        return ("refused", type(e).__name__)
+    if isinstance(got, dict):
+        return ("ok", {k: ("nan" if v != v else v) for k, v in got.items()})
+    return ("ok", got)
+
+
+def test_a_row_encoded_after_a_kept_one_is_not_mistaken_for_it() -> None:
+    """predict(x1) keeps x1's encoding in the one-row buffers; learn(x2) overwrites them; a
+    learn of x1 must encode x1 again, not reuse the buffers (which hold x2)."""
+    x1, x2 = {"a": 1.0, "b": 5.0}, {"a": 9.0, "b": -3.0}
+    one, many = learners.NaiveBayes(), learners.NaiveBayes()
+    for m in (one, many):
+        m.learn_many([x1, x2], ["p", "q"])
+    one.predict_one(x1)
+    one.learn_one(x2, "q")
+    one.learn_one(x1, "p")
+    many.learn_many([x2, x1], ["q", "p"])
+    probe = {"a": 2.0, "b": 1.0}
+    assert one.predict_proba_one(probe) == many.predict_proba_one(probe)
+
+
+def test_interpreted_calls_take_no_entry(monkeypatch) -> None:
+    """While kernels run as their Python twins, run_one neither uses nor records entries."""
+    model = learners.NaiveBayes()
+    monkeypatch.setattr(jit.MODE, "interpreted", True)
+    jit.set_interpreted(True)
+    try:
+        model.learn_one({"a": 1.0}, "p")
+        assert model.predict_one({"a": 1.0}) == "p"
+    finally:
+        jit.set_interpreted(False)
+    assert _bank(model)._entries == {}
+
+
+def test_a_label_read_from_nan_probabilities_is_the_answer_dicts() -> None:
+    """``predict_one`` reads the label off the kernel's output row without building the answer
+    dict; with a NaN in the row it must pick what ``argmax_label`` picks from that dict (the
+    largest number, ``None`` if all are NaN), as ``predict_many`` does."""
+    from learners.base import argmax_label
+
+    nb = learners.NaiveBayes()
+    nb.learn_many([{"a": 1.0}, {"a": 2.0}, {"a": 3.0}], ["p", "q", "r"])
+    bank = _bank(nb)
+    for row in ([math.nan, 0.3, 0.1], [0.2, math.nan, 0.5], [math.nan] * 3):
+
+        def fake(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
+                 code_attr, need, row=row):  # fmt: skip
+            out[0, :3] = row
+            return True
+
+        args = (fake, np.zeros(1, np.int64), np.zeros((1, 1)), {"a": 1.0})
+        label = bank.run_one(*args, label_only=True)
+        assert label == argmax_label(bank.run_one(*args)) == {0: "q", 1: "r", 2: None}[
+            [0.3 in row, 0.5 in row, True].index(True)]  # fmt: skip
