@@ -3,7 +3,7 @@
 ``learners`` imports nothing from ``ensembles`` or ``app`` (ARCHITECTURE §1).
 """
 
-from .base import FrameRows, Learner, argmax_label
+from .base import FrameRows, Learner, WeightError, argmax_label, at_row
 from .encoded import EncodedRows
 from .exact_tree import ExactTree
 from .limits import LimitError, Limits, ParamError
@@ -20,6 +20,7 @@ __all__ = [
     "FrameRows",
     "HoeffdingTree",
     "LabelError",
+    "WeightError",
     "LimitError",
     "ParamError",
     "Limits",
@@ -30,4 +31,5 @@ __all__ = [
     "RiverLearner",
     "Schema",
     "argmax_label",
+    "at_row",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -35,11 +36,40 @@ class Learner(Protocol):
     def to_state(self) -> State: ...
 
 
+def at_row(exc: BaseException, r: int) -> None:
+    """Mark an input error of a ``*_many`` call with the index of the row it is about:
+    ``exc.row`` (kept if already set: the innermost call knows best). A refusal of the whole
+    call (``max_state_bytes``, a wrong number of weights) has no ``row``."""
+    if getattr(exc, "row", None) is None:
+        exc.row = r  # type: ignore[attr-defined]
+
+
+class WeightError(ValueError):
+    """A sample weight that is not finite and >= 0 (``field = "weight"``)."""
+
+    field = "weight"
+
+
+def check_weight(w: Any) -> None:
+    """``WeightError`` unless the sample weight ``w`` is finite and >= 0."""
+    if not (0.0 <= w < math.inf):
+        raise WeightError(f"w must be finite and >= 0, got {w!r}")
+
+
 def check_weights(ws: Any, n: int) -> np.ndarray:
-    """Sample weights as a float array, or ``ValueError`` unless there are ``n``, finite, >= 0."""
+    """Sample weights as a float array, or ``WeightError`` unless there are ``n``, finite, >= 0
+    (``.row``: the first bad one's, see :func:`at_row`)."""
     w = np.asarray(ws, dtype=np.float64)
-    if w.shape != (n,) or not np.all((w >= 0.0) & (w < np.inf)):
-        raise ValueError("sample weights must be finite and >= 0, one per row")
+    if w.shape != (n,):
+        raise WeightError(
+            f"sample weights must be one per row: {n} rows, weights of shape {w.shape}"
+        )
+    ok = (w >= 0.0) & (w < np.inf)
+    if not ok.all():
+        r = int(np.flatnonzero(~ok)[0])
+        exc = WeightError(f"sample weights must be finite and >= 0, got {float(w[r])!r} (row {r})")
+        at_row(exc, r)
+        raise exc
     return w
 
 
@@ -148,11 +178,16 @@ class BatchMixin(ManyMixin):
         n = len(X)
         weights = [1.0] * n if ws is None else labels_of(ws)
         out = []
-        for x, y, w in zip(X, [None] * n if ys is None else ys, weights, strict=True):
-            if do_predict:
-                out.append(self.predict_proba_one(x))  # type: ignore[attr-defined]
-            if do_learn:
-                self.learn_one(x, y, w=w)  # type: ignore[attr-defined]
+        for r, (x, y, w) in enumerate(zip(X, [None] * n if ys is None else ys, weights,
+                                           strict=True)):  # fmt: skip
+            try:
+                if do_predict:
+                    out.append(self.predict_proba_one(x))  # type: ignore[attr-defined]
+                if do_learn:
+                    self.learn_one(x, y, w=w)  # type: ignore[attr-defined]
+            except ValueError as exc:  # (the rows before r are learned: one row at a time)
+                at_row(exc, r)
+                raise
         return out
 
     def predict_learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> dict[Label, float]:

@@ -24,8 +24,14 @@ from typing import Any
 import numba as nb
 import numpy as np
 
-from learners.base import BatchMixin, Label, RiverEstimator, State, argmax_label
-from learners.schema import FeatureTypeError, category_text, normalize_label
+from learners.base import BatchMixin, Label, RiverEstimator, State, argmax_label, check_weight
+from learners.schema import (
+    FeatureTypeError,
+    category_text,
+    check_label_kind,
+    normalize_label,
+    number_value,
+)
 
 __all__ = ["ExactTree"]
 
@@ -301,7 +307,10 @@ class ExactTree(BatchMixin, RiverEstimator):
         name = self._features[col]
         if self._kind[col] == _NUM:
             if isinstance(value, bool | int | float):
-                return float(value)
+                f = number_value(name, value)
+                if math.isinf(f):  # as the native learners (learners.schema)
+                    raise FeatureTypeError(name, f"infinite value {value!r}")
+                return f
             raise FeatureTypeError(
                 name, f"is numeric, got {type(value).__name__} {value!r} (declare it categorical?)"
             )
@@ -334,6 +343,8 @@ class ExactTree(BatchMixin, RiverEstimator):
 
     def _row(self, x: dict[str, Any], grow: bool) -> np.ndarray:
         """Encode ``x`` as a row of codes; unseen categories map to ``-2`` when not growing."""
+        if not isinstance(x, dict):
+            raise FeatureTypeError("features", f"expected a dict, got {type(x).__name__}")
         row = np.full(self._X.shape[1] if grow else len(self._features), np.nan)
         # known columns first: a value that cannot be encoded raises before anything is added
         items = sorted(x.items(), key=lambda kv: kv[0] not in self._col)
@@ -344,6 +355,8 @@ class ExactTree(BatchMixin, RiverEstimator):
             if col is None:
                 if not grow or self._is_missing(value):
                     continue
+                if isinstance(value, bool | int | float) and math.isinf(number_value(name, value)):
+                    raise FeatureTypeError(name, f"infinite value {value!r}")  # (before adding)
                 col = self._add_feature(name, value)
                 if col >= row.shape[0]:
                     row = np.concatenate([row, np.full(self._X.shape[1] - row.shape[0], np.nan)])
@@ -356,12 +369,12 @@ class ExactTree(BatchMixin, RiverEstimator):
     # --------------------------------------------------------------- learning
     def learn_one(self, x: dict[str, Any], y: Label, *, w: float = 1.0) -> None:  # type: ignore[override]
         """Store the example ``(x, y)`` with weight ``w``; ``w = 0`` does nothing."""
-        if not (0.0 <= w < math.inf):  # as the native learners (learners._bank)
-            raise ValueError(f"w must be finite and >= 0, got {w!r}")
+        check_weight(w)  # as the native learners (learners._bank)
         if w == 0:
             return
-        row = self._row(x, grow=True)
         y = normalize_label(y)
+        check_label_kind(self._classes, y)  # (before the row: a refused example adds nothing)
+        row = self._row(x, grow=True)
         if y not in self._class_idx:
             self._class_idx[y] = len(self._classes)
             self._classes.append(y)

@@ -15,12 +15,13 @@ further values to one shared "other" code.
 from __future__ import annotations
 
 import math
+import sys
 from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
-from .base import FrameRows, argmax_label
+from .base import FrameRows, argmax_label, at_row
 from .limits import LimitError, Limits
 
 _UNCHECKED = Limits(max_features=1 << 62, max_values=1 << 62, max_classes=1 << 62)
@@ -68,9 +69,34 @@ def normalize_label(y: Any) -> Any:
     raise LabelError(f"label {y!r}: labels must be str, int or bool, not {type(y).__name__}")
 
 
+def check_label_kind(classes: list, y: Any) -> None:
+    """``LabelError`` unless label ``y`` (normalised) is of the kind of the model's ``classes``:
+    one model's labels are all strings, all integers or all booleans (``1`` is not ``True``)."""
+    if classes and type(y) is not type(classes[0]):
+        first = classes[0]
+        raise LabelError(
+            f"label {y!r}: this model's labels are {LABEL_TYPES[type(first)]}s "
+            f"(its first label was {first!r}), not {LABEL_TYPES[type(y)]}s"
+        )
+
+
 def feature_order(name: Any) -> tuple[str, str]:
     """The order in which the new features of one example are registered (by name)."""
     return type(name).__name__, str(name)
+
+
+FLOAT_MAX_INT = int(sys.float_info.max)  # the largest integer a float holds (~1.8e308)
+
+
+def number_value(name: str, v: Any) -> float:
+    """``float(v)`` of a number, or ``FeatureTypeError`` for an integer beyond a float's range
+    (``float`` raises ``OverflowError``)."""
+    try:
+        return float(v)
+    except OverflowError:
+        raise FeatureTypeError(
+            name, f"integer of {int(v).bit_length()} bits is beyond a float's range (1.8e308)"
+        ) from None
 
 
 def category_text(name: str, v: Any) -> tuple[int, Any]:
@@ -79,13 +105,18 @@ def category_text(name: str, v: Any) -> tuple[int, Any]:
     infinity is rejected, as for numeric features. Returns ``(kind, value)`` as ``_value``."""
     if isinstance(v, bool | np.bool_):
         return 1, "true" if v else "false"
+    if isinstance(v, int | np.integer):
+        try:
+            return 1, str(int(v))
+        except ValueError:  # more digits than Python converts (4300)
+            raise FeatureTypeError(
+                name, f"integer of {int(v).bit_length()} bits: too many digits for a category"
+            ) from None
     f = float(v)
     if math.isnan(f):
         return -1, None
     if math.isinf(f):
         raise FeatureTypeError(name, f"infinite value {v!r}")
-    if isinstance(v, int | np.integer):
-        return 1, str(int(v))
     return 1, str(int(f)) if f.is_integer() else repr(f)
 
 
@@ -220,12 +251,7 @@ class Schema:
         code = self.class_index.get(y)
         if code is None or type(y) is not type(self.classes[code]):
             y = normalize_label(y)
-            if self.classes and type(y) is not type(self.classes[0]):
-                first = self.classes[0]
-                raise LabelError(
-                    f"label {y!r}: this model's labels are {LABEL_TYPES[type(first)]}s "
-                    f"(its first label was {first!r}), not {LABEL_TYPES[type(y)]}s"
-                )
+            check_label_kind(self.classes, y)
             code = self.class_index.get(y)
             if code is None:
                 if not grow:
@@ -249,7 +275,7 @@ class Schema:
         kind = self.num_index.get(name)
         if kind is not None:  # known numeric
             if isinstance(v, bool | int | float | np.integer | np.floating):
-                f = float(v)
+                f = number_value(name, v)
                 return (-1, None) if math.isnan(f) else (0, f)
             if isinstance(v, str) and self.declared.get(name) == NUMERIC:
                 try:
@@ -272,7 +298,7 @@ class Schema:
                 self._add_feature(name, CATEGORICAL)
             return 1, v
         if isinstance(v, bool | int | float | np.integer | np.floating):
-            f = float(v)
+            f = number_value(name, v)
             if math.isnan(f):
                 return -1, None
             if grow:
@@ -338,7 +364,7 @@ class Schema:
                             num[idx] = v
                             continue
                         raise FeatureTypeError(name, f"infinite value {v!r}")
-                    if tv is int:
+                    if tv is int and -FLOAT_MAX_INT <= v <= FLOAT_MAX_INT:
                         num[idx] = v
                         continue
                 elif tv is str:
@@ -460,6 +486,7 @@ class Schema:
         cats: list[list] = []
         y_codes = [0] * R
         n_cls_before = [0] * R
+        r = 0
         try:
             for r, x in enumerate(X):
                 if type(x) is not dict and not isinstance(x, dict):
@@ -474,8 +501,10 @@ class Schema:
                     if code is None or type(y) is not type(self.classes[code]):
                         code = self.class_code(y, grow=grow)
                     y_codes[r] = code
-        except Exception:
+        except Exception as exc:
             self.rollback(mark)
+            if isinstance(exc, ValueError):  # an input error: which row (see base.at_row)
+                at_row(exc, r)
             raise
         J = max(len(self.num_names), 1)
         A = max(len(self.cat_names), 1)
@@ -498,6 +527,7 @@ class Schema:
         n_cls_before = [len(self.classes)] * R
         if ys is not None:
             mark = self.mark()
+            r = 0
             try:
                 index = self.class_index
                 classes = self.classes
@@ -508,8 +538,10 @@ class Schema:
                     if code is None or type(y) is not type(classes[code]):
                         code = self.class_code(y, grow=grow)
                     y_codes[r] = code
-            except Exception:
+            except Exception as exc:
                 self.rollback(mark)
+                if isinstance(exc, ValueError):
+                    at_row(exc, r)
                 raise
         return xn, xc, np.array(y_codes, dtype=np.int64), np.array(n_cls_before, dtype=np.int64)
 

@@ -207,11 +207,14 @@ class Registry:
         return h.metrics.report()["accuracy"] if h is not None else None
 
     # ----------------------------------------------------------------- learning
-    async def learn(self, name: str, examples: list[Example]) -> list[dict[str, Any]]:
+    async def learn(
+        self, name: str, examples: list[Example], *, batch: bool = False
+    ) -> list[dict[str, Any]]:
         """Predict-then-learn ``examples`` in order; the answer comes after the log append
         (:mod:`app.registry.writer`). One ``{"prediction", "probabilities", "seq",
-        "duplicate"}`` per example."""
-        return await self.writer.learn(await self._get(name), examples)
+        "duplicate"}`` per example. ``batch``: they are a request's ``examples`` (a refusal
+        names ``examples.<i>.<field>``, even for one)."""
+        return await self.writer.learn(await self._get(name), examples, batch=batch)
 
     async def learn_delayed(
         self, name: str, prediction_id: str, label: Any, key: str | None = None
@@ -229,12 +232,13 @@ class Registry:
 
     # ----------------------------------------------------------------- predicting
     async def predict(
-        self, name: str, X: list[dict[str, Any]], *, min_seq: int | None = None
+        self, name: str, X: list[dict[str, Any]], *, min_seq: int | None = None, many: bool = False
     ) -> list[dict[str, Any]]:
         """Predict without learning; keeps the features for a delayed label when configured.
-        The model is caught up with the log first (``min_seq``: see :meth:`ModelReader.fresh`)."""
+        The model is caught up with the log first (``min_seq``: see :meth:`ModelReader.fresh`).
+        ``many``: ``X`` is a request's ``examples`` (an error names ``examples.<i>.<field>``)."""
         self._check_ready()
-        return await self.reader.predict(name, X, None, min_seq)
+        return await self.reader.predict(name, X, None, min_seq, many=many)
 
     async def predict_query(self, name: str, params: dict[str, str]) -> dict[str, Any]:
         """Predict one row given as query-string values (``GET /predict``): typed by the

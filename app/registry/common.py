@@ -48,15 +48,26 @@ def is_river_spec(spec: dict[str, Any]) -> bool:
     return isinstance(learner, str) and learner.startswith("river:")
 
 
-def error_field(exc: Exception) -> str:
-    """The request field an engine error is about (``label``, ``features.<name>``, ...)."""
+def error_field(exc: Exception, rows: list[int] | None = None) -> str:
+    """The request field an engine error is about (``label``, ``features.<name>``, ...); with
+    ``rows`` (a batch: the request position of each row the engine got) prefixed by the
+    example's, ``examples.<i>.``, when the engine says which row (``exc.row``, a ``*_many``
+    call) or got one row. What is about the whole model (``model``) is not prefixed."""
     field = getattr(exc, "field", None)  # learners.LimitError names what hit the limit
-    if isinstance(field, str):
+    if not isinstance(field, str):
+        feature = getattr(exc, "feature", None)
+        if feature is None:
+            field = "label"
+        else:
+            field = "features" if feature.startswith("<") else f"features.{feature}"
+    if rows is None or field == "model":
         return field
-    feature = getattr(exc, "feature", None)
-    if feature is None:
-        return "label"
-    return "features" if feature.startswith("<") else f"features.{feature}"
+    row = getattr(exc, "row", None)
+    if row is None and len(rows) == 1:
+        row = 0
+    if not isinstance(row, int) or not 0 <= row < len(rows):
+        return field
+    return f"examples.{rows[row]}.{field}"
 
 
 async def store_call(coro):

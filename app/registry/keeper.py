@@ -41,9 +41,12 @@ class PredictionKeeper:
         self._queue: list[tuple[str, str, bytes, asyncio.Future]] = []
         self._task: asyncio.Task | None = None
 
-    async def keep(self, name: str, served: list[tuple[dict, Any, dict]]) -> list[str | None]:
+    async def keep(
+        self, name: str, served: list[tuple[dict, Any, dict]], *, many: bool = False
+    ) -> list[str | None]:
         """Keep each served ``(features, prediction, probabilities)``; returns their prediction
-        ids (``None`` for one too big to keep or when the store failed: it was served, not kept)."""
+        ids (``None`` for one too big to keep or when the store failed: it was served, not kept).
+        ``many``: a request's ``examples`` (a refusal names ``examples.<i>.features``)."""
         ttl = self.settings.prediction_ttl
         loop = asyncio.get_running_loop()
         ids: list[str | None] = [None] * len(served)
@@ -52,8 +55,9 @@ class PredictionKeeper:
             try:
                 blob = dumps({"x": x, "p": pred, "proba": proba, "exp": time.time() + ttl})
             except orjson.JSONEncodeError as exc:
-                validate.check(x, "features")
-                raise InvalidInput(f"features: cannot be stored ({exc})") from None
+                field = f"examples.{i}.features" if many else "features"
+                validate.check(x, field)
+                raise InvalidInput(f"{field}: cannot be stored ({exc})") from None
             if len(blob) <= self.settings.max_kept_bytes:
                 blobs.append((i, secrets.token_urlsafe(12), blob))
         waits = []

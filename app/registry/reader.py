@@ -70,7 +70,13 @@ class ModelReader:
         )
 
     async def predict(
-        self, name: str, X: list[dict[str, Any]], raw: dict[str, str] | None, min_seq: int | None
+        self,
+        name: str,
+        X: list[dict[str, Any]],
+        raw: dict[str, str] | None,
+        min_seq: int | None,
+        *,
+        many: bool = False,
     ) -> list[dict[str, Any]]:
         """``raw`` holds the query-string values of a single row: a feature the model knows as
         categorical (say a zip code) that looked numeric is retried as text."""
@@ -78,7 +84,13 @@ class ModelReader:
         _, learners = engine()
         try:
             try:
-                probas = [h.model.predict_proba_one(x) for x in X]
+                probas = []
+                for r, x in enumerate(X):
+                    try:
+                        probas.append(h.model.predict_proba_one(x))
+                    except ValueError as exc:
+                        learners.at_row(exc, r)
+                        raise
             except learners.FeatureTypeError as exc:
                 f = exc.feature
                 v = X[0].get(f)
@@ -86,12 +98,13 @@ class ModelReader:
                     raise
                 X = [{**X[0], f: raw[f]}]
                 return await self.predict(
-                    name, X, {k: v for k, v in raw.items() if k != f}, min_seq
+                    name, X, {k: v for k, v in raw.items() if k != f}, min_seq, many=many
                 )
         except InvalidInput:
             raise  # from the retry as text
         except (learners.FeatureTypeError, learners.LabelError, ValueError) as exc:
-            raise InvalidInput(f"{error_field(exc)}: {exc}") from exc
+            rows = list(range(len(X))) if many else None
+            raise InvalidInput(f"{error_field(exc, rows)}: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - an engine bug, not the client's input
             log.exception("model %s: engine failed on predict", name)
             raise EngineFailure(
@@ -105,6 +118,7 @@ class ModelReader:
                             "ignored_features": [f for f in x if h.model.knows_feature(f) is False]})  # fmt: skip
         if self.settings.keep_predictions:
             served = [(x, r["prediction"], r["probabilities"]) for x, r in zip(X, results)]  # noqa: B905
-            for r, pid in zip(results, await self.keeper.keep(name, served)):  # noqa: B905
+            kept = await self.keeper.keep(name, served, many=many)
+            for r, pid in zip(results, kept):  # noqa: B905
                 r["prediction_id"] = pid
         return results

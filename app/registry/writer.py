@@ -113,15 +113,17 @@ class ModelWriter:
         self.settings = models.settings
         self._token = secrets.token_hex(8)  # this process, for writer leases
 
-    async def learn(self, h: Handle, examples: list[Example]) -> list[dict[str, Any]]:
+    async def learn(
+        self, h: Handle, examples: list[Example], *, batch: bool = False
+    ) -> list[dict[str, Any]]:
         """Queue ``examples`` on the model; the answer comes once they are in the log.
 
         Order, results and the log are the same as one request at a time (the engine's batch
         call equals the row-by-row calls); a group with a bad request is redone one by one, so
-        only that request fails.
+        only that request fails. ``batch``: a request's ``examples`` (for the errors' names).
         """
         fut = asyncio.get_running_loop().create_future()
-        h.pending.append((examples, fut))
+        h.pending.append((examples, fut, batch))
         if h.writer is None:
             h.writer = asyncio.create_task(self._drain(h))
         return await fut
@@ -140,38 +142,40 @@ class ModelWriter:
             self.models.check_budget()  # idle now: it may be evicted
         except BaseException as exc:  # never leave a request hanging
             h.writer = None
-            for _, fut in h.pending:
+            for _, fut, _ in h.pending:
                 if not fut.done():
                     fut.set_exception(StoreUnavailable(f"writer failed: {exc!r}"))
             h.pending = []
             raise
 
     async def _apply_group(self, h: Handle, group: list) -> None:
-        flat = [ex for exs, _ in group for ex in exs]
+        flat = [ex for exs, _, _ in group for ex in exs]
         try:
-            results = await self._learn_leased(h, flat)
+            results = await self._learn_leased(h, flat, len(group) > 1 or group[0][2])
         except InvalidInput as exc:
             if len(group) == 1:
                 settle(group[0][1], exc=exc)
                 return
-            for exs, fut in group:  # isolate the bad request(s)
+            for exs, fut, batch in group:  # isolate the bad request(s)
                 try:
-                    settle(fut, await self._learn_leased(h, exs))
+                    settle(fut, await self._learn_leased(h, exs, batch))
                 except Exception as one:  # noqa: BLE001 - goes to that request
                     settle(fut, exc=one)
             return
         except Exception as exc:  # noqa: BLE001 - store down etc.: every request of the group
-            for _, fut in group:
+            for _, fut, _ in group:
                 settle(fut, exc=_copy_exc(exc))
             return
         i = 0
-        for exs, fut in group:
+        for exs, fut, _ in group:
             settle(fut, results[i : i + len(exs)])
             i += len(exs)
 
-    async def _learn_leased(self, h: Handle, examples: list[Example]) -> list[dict[str, Any]]:
+    async def _learn_leased(
+        self, h: Handle, examples: list[Example], batch: bool
+    ) -> list[dict[str, Any]]:
         if not (self.settings.shared_store and self.settings.durability == "log"):
-            return await self._learn_attempts(h, examples, catch_up=False)
+            return await self._learn_attempts(h, examples, batch, catch_up=False)
         # other processes write this model too: take the model's writer lease, apply their
         # entries, then learn and append; the conditional append stays the safety net
         deadline = time.monotonic() + _LEASE_WAIT
@@ -182,13 +186,13 @@ class ModelWriter:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.02)
         try:
-            return await self._learn_attempts(h, examples, catch_up=True)
+            return await self._learn_attempts(h, examples, batch, catch_up=True)
         finally:
             with contextlib.suppress(*STORE_ERRORS):
                 await self.store.release_writer(h.name, self._token)
 
     async def _learn_attempts(
-        self, h: Handle, examples: list[Example], *, catch_up: bool
+        self, h: Handle, examples: list[Example], batch: bool, *, catch_up: bool
     ) -> list[dict[str, Any]]:
         for _ in range(_MAX_ATTEMPTS):
             await self.models.clean(h)
@@ -204,7 +208,7 @@ class ModelWriter:
                     h.dirty = True
                     raise
             try:
-                return await self._learn_locked(h, examples)
+                return await self._learn_locked(h, examples, batch)
             except (SeqConflict, DuplicateKey) as exc:
                 log.info("model %s: %s; catching up with the log", h.name, exc)
                 h.dirty = True
@@ -213,11 +217,14 @@ class ModelWriter:
                 raise ModelNotFound(f"model {h.name!r} not found") from None
         raise StoreUnavailable(f"model {h.name!r}: concurrent writers kept moving the log; retry")
 
-    async def _learn_locked(self, h: Handle, examples: list[Example]) -> list[dict[str, Any]]:
+    async def _learn_locked(
+        self, h: Handle, examples: list[Example], batch: bool
+    ) -> list[dict[str, Any]]:
         results: list[dict[str, Any] | None] = [None] * len(examples)
+        many = batch or len(examples) > 1  # errors name examples.<i>.<field>
         if all(ex.key is None for ex in examples):  # no ids: every example is new, in order
             todo = list(range(len(examples)))
-            await self._learn_new(h, examples, todo, results, len(examples) > 1)
+            await self._learn_new(h, examples, todo, results, many)
             return results  # type: ignore[return-value]
         first_of: dict[str, int] = {}
         maybe: dict[str, int] = {}  # ids the filter may have seen: the store knows
@@ -239,7 +246,7 @@ class ModelWriter:
             if results[i] is None and (ex.key is None or first_of[ex.key] == i)
         ]  # a key repeated inside this batch is answered like a retry of its first occurrence
         if todo:
-            await self._learn_new(h, [examples[i] for i in todo], todo, results, len(examples) > 1)
+            await self._learn_new(h, [examples[i] for i in todo], todo, results, many)
         for i, ex in enumerate(examples):
             if results[i] is None:  # a key repeated inside the batch
                 results[i] = {**results[first_of[ex.key]], "duplicate": True}  # type: ignore[index]
@@ -266,7 +273,7 @@ class ModelWriter:
             # should it ever have learned part of it, rebuild the model from the log
             if h.model.n_seen != n_before and log_durable:
                 h.dirty = True
-            raise InvalidInput(f"{error_field(exc)}: {exc}") from exc
+            raise InvalidInput(f"{error_field(exc, rows if many else None)}: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - an engine bug, not the client's input
             log.exception("model %s: engine failed on learn", h.name)
             h.dirty = log_durable  # unknown state: rebuild from the log

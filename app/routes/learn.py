@@ -44,7 +44,7 @@ async def learn(request: Request) -> Response:
     if batch is not None:
         model, exs = batch
         check_batch(request, exs)
-        results = await reg.learn(model, exs)
+        results = await reg.learn(model, exs, batch=True)
         return json_response({"results": results, "accuracy": reg.accuracy(model)})
     if body.prediction_id is not None:
         result = await reg.learn_delayed(body.model, body.prediction_id, body.label, body.id)

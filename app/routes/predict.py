@@ -83,7 +83,7 @@ async def predict_post(request: Request) -> Response:
     if body.examples is not None:
         check_batch(request, body.examples)
         X = [e["features"] for e in body.examples]
-        results = await reg.predict(body.model, X, min_seq=body.min_seq)
+        results = await reg.predict(body.model, X, min_seq=body.min_seq, many=True)
         return json_response({"results": results})
     (result,) = await reg.predict(body.model, [body.features], min_seq=body.min_seq)
     return json_response(result)

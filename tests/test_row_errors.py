@@ -1,0 +1,125 @@
+"""A refused ``*_many`` call says which row: ``exc.row`` is the index of the first refused row
+(``learners.base.at_row``), on every kind of model, for every kind of refusal a row can cause; a
+refusal of the whole call (``max_state_bytes``, a wrong number of weights) has no ``row``."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from streams import Proxy
+
+from ensembles import OnlineBagging, OnlineBoosting
+from learners import (
+    MLP,
+    DecisionStump,
+    ExactTree,
+    FeatureTypeError,
+    HoeffdingTree,
+    LabelError,
+    LimitError,
+    Limits,
+    NaiveBayes,
+    WeightError,
+)
+
+LIMITS = Limits(max_values=4)
+MODELS = {
+    "nb": lambda: NaiveBayes(limits=LIMITS),
+    "ht": lambda: HoeffdingTree(grace_period=5, limits=LIMITS),
+    "stump": lambda: DecisionStump(limits=LIMITS),
+    "bag_ht": lambda: OnlineBagging(
+        HoeffdingTree(grace_period=5), n_models=3, seed=1, limits=LIMITS
+    ),  # fmt: skip
+    "boost_nb": lambda: OnlineBoosting(NaiveBayes(), n_models=3, seed=2, limits=LIMITS),
+    "bag_adwin": lambda: OnlineBagging(
+        NaiveBayes(), n_models=3, seed=3, drift="adwin", limits=LIMITS
+    ),  # fmt: skip
+    "mlp": lambda: MLP(n_hidden=3, limits=LIMITS),
+    "bag_mlp": lambda: OnlineBagging(MLP(n_hidden=3), n_models=2, seed=4, limits=LIMITS),
+    "bag_proxy": lambda: OnlineBagging(Proxy(NaiveBayes()), n_models=2, seed=5, limits=LIMITS),
+    "exact": lambda: ExactTree(),
+}
+# a good row, and what makes row k bad: (its features, its label, its weight, the error)
+BAD = {
+    "string_for_numeric": (({"x": "oops", "c": "v0"}, "p", 1.0), FeatureTypeError),
+    "int_label": (({"x": 1.0, "c": "v0"}, 7, 1.0), LabelError),
+    "float_label": (({"x": 1.0, "c": "v0"}, 2.5, 1.0), LabelError),
+    "negative_weight": (({"x": 1.0, "c": "v0"}, "q", -1.0), WeightError),
+    "nan_weight": (({"x": 1.0, "c": "v0"}, "q", math.nan), WeightError),
+    "inf_weight": (({"x": 1.0, "c": "v0"}, "q", math.inf), WeightError),
+    "not_a_dict": ((["x", 1.0], "p", 1.0), FeatureTypeError),
+    "fifth_category": (({"x": 1.0, "c": "v4"}, "p", 1.0), LimitError),
+    "infinite_value": (({"x": math.inf, "c": "v0"}, "p", 1.0), FeatureTypeError),
+    "huge_int": (({"x": 10**400, "c": "v0"}, "p", 1.0), FeatureTypeError),
+    "huge_int_category": (({"x": 1.0, "c": 10**5000}, "p", 1.0), FeatureTypeError),
+}
+# the models that take no Limits refuse no fifth category
+NO_LIMITS = {"exact"}
+
+
+def _batch(n: int, k: int, bad: str) -> tuple[list, list, list]:
+    rows = [({"x": float(i % 5), "c": f"v{i % 2}"}, "pq"[i % 2], 1.0) for i in range(n)]
+    rows[k] = BAD[bad][0]
+    X, y, w = (list(t) for t in zip(*rows, strict=True))
+    return X, y, w
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(sorted(MODELS)), bad=st.sampled_from(sorted(BAD)),
+       n=st.integers(1, 40), data=st.data(), call=st.sampled_from(["learn", "predict_learn"]))  # fmt: skip
+def test_a_refused_batch_names_its_first_bad_row(name, bad, n, data, call) -> None:
+    if name in NO_LIMITS and bad == "fifth_category":
+        return
+    k = data.draw(st.integers(0, n - 1))
+    model = MODELS[name]()
+    known = [{"x": float(i), "c": f"v{i}"} for i in range(4)]  # kinds known, 4 values of c
+    model.learn_many(known, ["p", "q", "p", "q"])
+    X, y, w = _batch(n, k, bad)
+    with pytest.raises(BAD[bad][1]) as info:
+        if call == "learn":
+            model.learn_many(X, y, w)
+        else:
+            model.predict_learn_many(X, y, w)
+    assert info.value.row == k, (name, bad, n, k)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_a_refused_prediction_batch_names_its_row(name) -> None:
+    model = MODELS[name]()
+    model.learn_many([{"x": 0.0}, {"x": 1.0}], ["p", "q"])
+    X = [{"x": 0.5}, {"x": 2.0}, {"x": "oops"}, {"x": 1.0}]
+    with pytest.raises(FeatureTypeError) as info:
+        model.predict_proba_many(X)
+    assert info.value.row == 2
+
+
+def test_whole_call_refusals_name_no_row() -> None:
+    nb = NaiveBayes()
+    with pytest.raises(WeightError) as info:
+        nb.learn_many([{"x": 1.0}, {"x": 2.0}], ["p", "q"], [1.0])  # one weight for two rows
+    assert getattr(info.value, "row", None) is None
+    tiny = MLP(limits=Limits(max_state_bytes=2_000))
+    with pytest.raises(LimitError) as limit:
+        tiny.learn_many([{f"f{i}": float(i) for i in range(40)}] * 3, ["p"] * 3)
+    assert limit.value.field == "model" and getattr(limit.value, "row", None) is None
+
+
+def test_the_row_of_an_inner_call_is_kept() -> None:
+    """at_row keeps the first index set: a generic ensemble validates its whole batch first
+    (Schema.encode_rows), so the row is the batch's, not a member's re-count."""
+    from learners import at_row
+
+    exc = ValueError("x")
+    at_row(exc, 3)
+    at_row(exc, 0)
+    assert exc.row == 3  # type: ignore[attr-defined]
+
+
+def test_weights_message_names_the_value() -> None:
+    nb = NaiveBayes()
+    with pytest.raises(WeightError, match=r"got -2\.0 \(row 1\)"):
+        nb.learn_many([{"x": 1.0}, {"x": 2.0}], ["p", "q"], np.array([1.0, -2.0]))
