@@ -31,6 +31,12 @@ Run from the repository root::
     python benchmarks/peers.py                     # full table, writes benchmarks/results/peers.md
     python benchmarks/peers.py --markdown          # the same table as markdown on stdout
     python benchmarks/peers.py --n 2000 --skip moa,extras --out ''   # a quick look
+    python benchmarks/peers.py --stream nominal --skip extras --out benchmarks/results/peers_nominal.md
+
+``--stream`` picks another of river's generators (:data:`STREAMS`): ``led`` and ``rbf`` are
+multi-class, ``nominal`` is categorical (MOA nominal attributes, Chorus and river strings; river's
+GaussianNB takes numbers only, so its naive-Bayes cells stay empty there). The extras (state size,
+cold start) always use Agrawal.
 
 This is a benchmark, not a test: it prints numbers and asserts nothing.
 """
@@ -124,11 +130,44 @@ class Extras:
 # --------------------------------------------------------------------------- stream
 
 
-def make_stream(n: int, seed: int = 7) -> Stream:
+# --stream: river generators, seed 7; feature names made strings, nominal values strings
+STREAMS = {
+    "agrawal": "Agrawal(classification_function=2, seed=7, perturbation=0.05): 9 numeric "
+    "features, 2 classes",
+    "led": "LED(seed=7, noise_percentage=0.1, irrelevant_features=True): 24 binary (0/1, "
+    "numeric) features, 10 classes",
+    "rbf": "RandomRBF(seed_model=7, seed_sample=7, n_classes=5, n_features=10, n_centroids=50): "
+    "10 numeric features, 5 classes",
+    "nominal": "RandomTree(seed_tree=7, seed_sample=7, n_classes=3, n_num_features=0, "
+    "n_cat_features=10, n_categories_per_feature=5, max_tree_depth=6): 10 categorical "
+    "features (values 'v0'-'v4'), 3 classes",
+}
+
+
+def make_stream(n: int, seed: int = 7, kind: str = "agrawal") -> Stream:
+    """``n`` examples of stream ``kind`` (:data:`STREAMS`) as ``(dict, label)`` pairs."""
     from river import datasets
 
-    gen = datasets.synth.Agrawal(classification_function=2, seed=seed, perturbation=0.05)
-    return list(gen.take(n))
+    synth = datasets.synth
+    if kind == "agrawal":
+        return list(synth.Agrawal(classification_function=2, seed=seed, perturbation=0.05).take(n))
+    if kind == "led":
+        gen = synth.LED(seed=seed, noise_percentage=0.1, irrelevant_features=True)
+    elif kind == "rbf":
+        gen = synth.RandomRBF(seed_model=seed, seed_sample=seed, n_classes=5, n_features=10,
+                              n_centroids=50)  # fmt: skip
+    elif kind == "nominal":
+        gen = synth.RandomTree(seed_tree=seed, seed_sample=seed, n_classes=3, n_num_features=0,
+                               n_cat_features=10, n_categories_per_feature=5, max_tree_depth=6)  # fmt: skip
+        return [({str(k): f"v{v}" for k, v in x.items()}, y) for x, y in gen.take(n)]
+    else:
+        raise ValueError(f"unknown stream {kind!r}; choose from {', '.join(STREAMS)}")
+    return [({f"x{k}": v for k, v in x.items()}, y) for x, y in gen.take(n)]
+
+
+def categorical_features(stream: Stream) -> list[str]:
+    """The features whose values are strings (MOA's nominal attributes)."""
+    return sorted({f for x, _ in stream[:100] for f, v in x.items() if isinstance(v, str)})
 
 
 # --------------------------------------------------------------------------- loops
@@ -221,6 +260,8 @@ def river_factories(n_models: int, seed: int, delta: float) -> dict[str, Callabl
 
 def run_river(stream: Stream, models: Sequence[str], args: argparse.Namespace) -> dict[str, Result]:
     factories = river_factories(args.n_models, args.seed, args.delta)
+    if categorical_features(stream):  # river's GaussianNB takes numbers only
+        models = [m for m in models if not m.endswith("nb")]
     return run_library("river", factories, loop_one, stream, models, args)
 
 
@@ -331,7 +372,7 @@ def loop_moa(model: Any, rows: list[tuple[Any, int]]) -> Result:
 def run_moa(stream: Stream, models: Sequence[str], args: argparse.Namespace) -> dict[str, Result]:
     import capymoa  # noqa: F401 - starts the JVM here, outside every timed loop
 
-    schema, rows = moa_instances(stream)
+    schema, rows = moa_instances(stream, categorical_features(stream))
     factories = moa_factories(schema, args.n_models, args.seed, args.delta)
     return run_library("MOA", factories, loop_moa, rows, models, args)
 
@@ -609,7 +650,7 @@ def environment(args: argparse.Namespace, load_before: tuple[float, ...]) -> str
                 "numba": numba.__version__, "river": river.__version__, **moa_versions()}  # fmt: skip
     load_after = os.getloadavg()
     return (
-        f"Agrawal(classification_function=2, seed=7, perturbation=0.05), n={args.n:,}, "
+        f"{STREAMS[args.stream]}, n={args.n:,}, "
         f"M={args.n_models}, seed={args.seed}, HT delta={args.delta:g}, warm-up {args.warmup} examples (untimed), "
         f"fastest of {args.loop_repeat} timed run(s) per model, {args.clock}-clock rates, "
         f"Chorus batch size {args.batch_size}.  \n"
@@ -633,6 +674,8 @@ def log(args: argparse.Namespace, msg: str) -> None:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=20_000, help="examples in the stream (20000)")
+    p.add_argument("--stream", choices=tuple(STREAMS), default="agrawal",
+                   help="the stream (agrawal; led, rbf: multi-class; nominal: categorical)")  # fmt: skip
     p.add_argument("--n-models", type=int, default=10, help="ensemble size M (10)")
     p.add_argument("--seed", type=int, default=1, help="ensemble seed for all libraries (1)")
     p.add_argument("--skip", default="", help=f"comma list of parts to skip: {','.join(PARTS)}")
@@ -668,7 +711,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     CLOCK = args.clock
     load_before = os.getloadavg()
-    stream = make_stream(args.n)
+    stream = make_stream(args.n, kind=args.stream)
     results: dict[str, dict[str, Result]] = {}
     if "moa" not in args.skip:  # JVM first, so its start-up threads are idle by the timed loops
         results["moa"] = run_moa(stream, args.models, args)
