@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import numba as nb
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from streams import categorical_stream, mixed_stream
 
 from ensembles import OnlineBagging, OnlineBoosting, backends, build_model, load_state
+from ensembles._atomic import take
 from learners import DecisionStump, HoeffdingTree, NaiveBayes
 
 LEARNERS = {
@@ -242,20 +244,19 @@ def test_member_orders_give_each_thread_its_group_then_the_others_from_their_end
                 assert order[: len(own)].tolist() == own
 
 
+@nb.njit(nogil=True)
+def take_many(counts, got):
+    """``got[i] = take(counts, 1)`` for every i (a kernel at module level: numba's registries
+    keep weak references to a kernel, which a test's local one would leave dangling)."""
+    for i in range(got.shape[0]):
+        got[i] = take(counts, 1)
+
+
 def test_threads_take_a_counter_each_value_once():
     """``take`` is atomic in a kernel: two threads taking four million values from one counter
     between them get each value exactly once (which a plain read and write fails only when the
     threads run at the same time on two cores: its machine code says so on a busy machine)."""
     import threading
-
-    import numba as nb
-
-    from ensembles._atomic import take
-
-    @nb.njit(nogil=True)
-    def take_many(counts, got):
-        for i in range(got.shape[0]):
-            got[i] = take(counts, 1)
 
     counts = np.zeros(2, np.int64)
     take_many(counts, np.zeros(1, np.int64))  # (compiled before the threads start)
@@ -300,12 +301,14 @@ def test_a_thread_that_is_late_leaves_its_members_to_the_others(monkeypatch, slo
     def members(*args) -> None:
         who = "caller" if threading.get_ident() == caller else "worker"
         if who == slow:
-            time.sleep(0.05)  # the other is done with every member by then
+            time.sleep(0.1)  # the other is done with every member by then
         progress = args[16]
         before = int(progress.sum())
         real(*args)
         rows[who] += int(progress.sum()) - before
 
+    # (compiled first: a thread compiling the kernel would hold the other back for seconds)
+    prequential(OnlineBagging(HoeffdingTree(), n_models=6, threads=2), data[:175], batch=175)
     monkeypatch.setattr(backends._kernels, "bagging_members", members)
     two = OnlineBagging(HoeffdingTree(grace_period=25), n_models=6, seed=5, threads=2)
     assert prequential(two, data, batch=175) == expect
