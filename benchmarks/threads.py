@@ -8,10 +8,18 @@ OzaBag(NB, 10) (MOA's tree defaults, as peers.py) at each thread count of ``--th
 same loop with ``learn_many`` (no predictions: no output dicts to build, ``--calls``).
 
 Each run at T > 1 threads is repeated on a fresh model to take its critical path (``CriticalPath``):
-the calling thread's CPU time outside the member groups plus, per parallel phase, the CPU time
-of the slowest group. One-thread CPU time over that is the speed-up idle cores would give
-("critical-path speed-up"): an estimate from thread CPU times, which the load of a shared machine
-disturbs much less than the wall clock (it leaves out what waking threads costs).
+the members of each parallel phase run one at a time in the calling thread, each timed by its
+thread CPU time, and the critical path is the calling thread's CPU outside the members plus, per
+phase, when the last thread would be done on idle cores, the threads taking members as
+``MemberThreads`` has them take (their own group, then the others' not started) and a worker
+starting one hand-off after the calling thread (``--handoff``, measured by default). One-thread
+CPU time over that is the speed-up idle cores would give ("critical-path speed-up"): an estimate
+from thread CPU times, which the load of a shared machine disturbs much less than the wall clock.
+"static groups" is the same estimate for threads that keep to their own group (before session 8).
+A second table splits two threads' critical path into the calling thread's CPU outside the
+members (encoding the rows, building the answers, combining votes, growing arrays: Python, or
+serial) and the members' CPU, with the speed-up that serial part leaves if the members split
+evenly at no cost (Amdahl's bound).
 
 Every model first runs an untimed warm-up on a throwaway copy at the same thread count (the
 parallel kernels compile or load from numba's cache there). The thread counts are then run in
@@ -100,59 +108,132 @@ def timed_loop(model: Any, xs: list, ys: list, batch: int, call: str) -> tuple[f
 
 class CriticalPath:
     """CPU seconds of the loop's critical path on idle cores, from thread CPU times, which other
-    load on the machine disturbs much less than wall time: the calling thread's CPU outside the
-    member groups (encoding, output, combining votes, growing arrays) plus, for each parallel
-    phase, the CPU of its slowest group. ``cpu(1 thread) / critical path`` estimates the speed-up
-    that idle cores would give."""
+    load on the machine disturbs much less than wall time.
 
-    def __init__(self) -> None:
+    The loop runs with every parallel phase's members one at a time in the calling thread, each
+    timed (its thread CPU: what it costs in any thread; the results are those of any thread
+    count). The critical path is the calling thread's CPU outside the members (encoding, output,
+    combining votes, growing arrays) plus, per phase, when the last thread would finish on idle
+    cores: the threads of ``MemberThreads`` run their own members and then take the others'
+    (``backends.member_orders``), a worker thread starting ``handoff`` seconds after the calling
+    one and the calling thread seeing a worker's end ``handoff`` later. ``cpu(1 thread) /
+    critical path`` estimates the speed-up that idle cores would give (leaving out what a member
+    taken by another thread loses of its core's cache). ``seconds(static=True)`` is the critical
+    path of threads that keep to their own group (as before they took each other's members)."""
+
+    def __init__(self, threads: int, handoff: float) -> None:
         from ensembles import _kernels, backends
 
         self.kernels, self.backends = _kernels, backends
-        self.groups: list[tuple[int, int, float]] = []  # (phase, thread, cpu seconds)
-        self.phase = 0
+        self.threads, self.handoff = threads, handoff
+        self.phases: list[list[float]] = []  # per phase: each member's CPU seconds (0: not run)
+        self.python = {"encode": 0.0, "answers": 0.0}  # the calling thread's CPU in these
 
     def __enter__(self) -> CriticalPath:
-        import threading
+        import numpy as np
 
-        real_run, real_phase = self.kernels.bagging_members, self.backends.MemberThreads._phase
+        run, cp = self.kernels.bagging_members, self
 
-        def run(*args: Any) -> None:
-            c = time.thread_time()
-            real_run(*args)
-            self.groups.append((self.phase, threading.get_ident(), time.thread_time() - c))
+        def phase(obj: Any, B: Any, ipar: Any, args: Any) -> None:
+            costs = [0.0] * obj.n_models
+            vote_n, vote_k, vote_p = obj.votes
+            obj.claimed[:] = 0
+            for m in range(obj.n_models):
+                c = time.thread_time()
+                run(B, ipar, *args, np.array([m]), obj.claimed, obj.base, obj.stop, obj.progress,
+                    obj.halt, vote_n, vote_k, vote_p)  # fmt: skip
+                costs[m] = time.thread_time() - c
+            cp.phases.append(costs)
 
-        def phase(obj: Any, *args: Any) -> None:
-            self.phase += 1
-            real_phase(obj, *args)
+        from learners.schema import Schema
 
-        self._saved = (real_run, real_phase)
-        self.kernels.bagging_members = run
+        def timed(label: str, fn: Any) -> Any:
+            def call(*args: Any, **kw: Any) -> Any:
+                c = time.thread_time()
+                try:
+                    return fn(*args, **kw)
+                finally:
+                    cp.python[label] += time.thread_time() - c
+
+            return call
+
+        self._saved = (self.backends.MemberThreads._phase, Schema.encode_rows, Schema.proba_dicts)
         self.backends.MemberThreads._phase = phase  # type: ignore[method-assign]
+        Schema.encode_rows = timed("encode", Schema.encode_rows)  # type: ignore[method-assign]
+        Schema.proba_dicts = timed("answers", Schema.proba_dicts)  # type: ignore[method-assign]
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.kernels.bagging_members, self.backends.MemberThreads._phase = self._saved
+        from learners.schema import Schema
 
-    def seconds(self, caller_cpu: float, caller: int) -> float:
-        mine = sum(c for _, t, c in self.groups if t == caller)
-        slowest: dict[int, float] = {}
-        for ph, _, c in self.groups:
-            slowest[ph] = max(slowest.get(ph, 0.0), c)
-        return caller_cpu - mine + sum(slowest.values())
+        phase, Schema.encode_rows, Schema.proba_dicts = self._saved  # type: ignore[method-assign]
+        self.backends.MemberThreads._phase = phase  # type: ignore[method-assign]
+
+    def members(self) -> float:
+        """CPU seconds of all the members' phases."""
+        return sum(sum(p) for p in self.phases)
+
+    def _makespan(self, costs: list[float], orders: list) -> float:
+        """When the last of the threads taking members in ``orders`` would finish, on idle
+        cores."""
+        clock = [0.0] + [self.handoff] * (len(orders) - 1)
+        nxt = [0] * len(orders)
+        taken: set[int] = set()
+        while True:
+            # the thread that is free first takes its next member not taken
+            free = sorted(range(len(orders)), key=lambda g: clock[g])
+            for g in free:
+                order = orders[g]
+                while nxt[g] < len(order) and int(order[nxt[g]]) in taken:
+                    nxt[g] += 1
+                if nxt[g] < len(order):
+                    m = int(order[nxt[g]])
+                    taken.add(m)
+                    clock[g] += costs[m]
+                    break
+            else:
+                return max(clock[0], *(c + self.handoff for c in clock[1:]))
+
+    def seconds(self, caller_cpu: float, static: bool = False) -> float:
+        M = len(self.phases[0]) if self.phases else 1
+        T = min(self.threads, M)
+        if static:
+            orders = [list(range(g * M // T, (g + 1) * M // T)) for g in range(T)]
+        else:
+            orders = [list(o) for o in self.backends.member_orders(M, T)]
+        serial = caller_cpu - self.members()
+        return serial + sum(self._makespan(p, orders) for p in self.phases)
 
 
-def critical_path(model: Any, xs: list, ys: list, batch: int, call: str) -> float:
-    """The loop's critical-path CPU seconds (``CriticalPath``)."""
-    import threading
+def handoff_seconds() -> float:
+    """Median seconds from handing a task to a worker thread to the worker running it, and back
+    (half a round trip of an empty task, on the process's member pool)."""
+    from ensembles import backends
 
+    pool = backends._executor(1)
+    trips = []
+    for _ in range(200):
+        t0 = time.perf_counter()
+        pool.submit(int).result()
+        trips.append(time.perf_counter() - t0)
+    return statistics.median(trips) / 2
+
+
+def critical_path(model: Any, xs: list, ys: list, batch: int, call: str, handoff: float) -> dict:
+    """The loop's critical-path CPU seconds (``CriticalPath``), those of static groups, and
+    what they are made of: the calling thread's CPU outside the members (``serial_s``), of which
+    ``encode_s`` encoding the rows and ``answers_s`` building the answers, and the members' CPU
+    (``members_s``)."""
     run = getattr(model, call)
-    with CriticalPath() as cp:
+    with CriticalPath(model.threads, handoff) as cp:
         c0 = time.thread_time()
         for i in range(0, len(xs), batch):
             run(xs[i : i + batch], ys[i : i + batch])
         caller_cpu = time.thread_time() - c0
-    return cp.seconds(caller_cpu, threading.get_ident())
+    return {"critical_cpu_s": cp.seconds(caller_cpu),
+            "static_cpu_s": cp.seconds(caller_cpu, static=True),
+            "serial_s": caller_cpu - cp.members(), "members_s": cp.members(),
+            "encode_s": cp.python["encode"], "answers_s": cp.python["answers"]}  # fmt: skip
 
 
 def curve(args: argparse.Namespace) -> dict[str, list[dict]]:
@@ -171,11 +252,13 @@ def curve(args: argparse.Namespace) -> dict[str, list[dict]]:
                 for t in order:
                     load = os.getloadavg()[0]
                     wall, cpu = timed_loop(factory(key, t), xs, ys, args.batch_size, call)
-                    crit = cpu
+                    path = {"critical_cpu_s": cpu, "static_cpu_s": cpu}
                     if t > 1:
-                        crit = critical_path(factory(key, t), xs, ys, args.batch_size, call)
+                        path = critical_path(factory(key, t), xs, ys, args.batch_size, call,
+                                             args.handoff)  # fmt: skip
+                    crit = path["critical_cpu_s"]
                     rs.append({"threads": t, "round": rnd, "load": load, "wall_s": wall,
-                               "cpu_s": cpu, "critical_cpu_s": crit, "rate": len(xs) / wall})  # fmt: skip
+                               "cpu_s": cpu, **path, "rate": len(xs) / wall})  # fmt: skip
                     log(args, f"{MODELS[key]:<15} {call:<18} threads={t} round {rnd}: "
                               f"{len(xs) / wall:>9,.0f} ex/s  cpu/wall {cpu / wall:.2f}  load "
                               f"{load:.2f}  critical path {crit:.3f} s of {cpu:.3f} s CPU")  # fmt: skip
@@ -200,9 +283,9 @@ def compile_cost(args: argparse.Namespace) -> list[dict]:
 
 def report(runs: dict[str, list[dict]], compiles: list[dict], args: argparse.Namespace) -> str:
     parts = []
-    head = ("| model, call | threads | ex/s (median) | speed-up | critical-path speed-up | every run: "
-            "ex/s (cpu/wall, load) |")  # fmt: skip
-    rows = [head, "|---|---|---|---|---|---|"]
+    head = ("| model, call | threads | ex/s (median) | speed-up | critical-path speed-up | "
+            "static groups | every run: ex/s (cpu/wall, load) |")  # fmt: skip
+    rows = [head, "|---|---|---|---|---|---|---|"]
     for key, rs in runs.items():
         model, call = key.split(" ")
         first = [r for r in rs if r["threads"] == args.threads[0]]
@@ -212,11 +295,13 @@ def report(runs: dict[str, list[dict]], compiles: list[dict], args: argparse.Nam
             mine = [r for r in rs if r["threads"] == t]
             med = statistics.median(r["rate"] for r in mine)
             crit = base_cpu / statistics.median(r["critical_cpu_s"] for r in mine)
+            static = base_cpu / statistics.median(r["static_cpu_s"] for r in mine)
             every = "; ".join(f"{r['rate']:,.0f} ({r['cpu_s'] / r['wall_s']:.2f}, {r['load']:.1f})"
                               for r in mine)  # fmt: skip
             rows.append(f"| {MODELS[model]} `{call}` | {t} | {med:,.0f} | {med / base:.2f}× | {crit:.2f}× | "
-                        f"{every} |")  # fmt: skip
+                        f"{static:.2f}× | {every} |")  # fmt: skip
     parts.append("\n".join(rows))
+    parts.append(serial_share(runs, args))
     if compiles:
         crow = ["| numba cache | import | first batch, 1 thread | first batch, 2 threads |",
                 "|---|---|---|---|"]  # fmt: skip
@@ -227,6 +312,35 @@ def report(runs: dict[str, list[dict]], compiles: list[dict], args: argparse.Nam
     return "\n\n".join(parts)
 
 
+def serial_share(runs: dict[str, list[dict]], args: argparse.Namespace) -> str:
+    """Where two threads' critical path goes (medians of the runs, CPU ms): the calling thread's
+    work outside the members, which no thread count shortens, and the members'; the last column
+    is the speed-up two idle cores would give with that serial part if the members split evenly
+    at no cost (Amdahl's bound)."""
+    t = 2 if 2 in args.threads else max(args.threads)
+    if t < 2 or 1 not in args.threads:
+        return ""
+    rows = [f"Where {t} threads' critical path goes (CPU ms, medians; members run one at a time "
+            f"and timed, so their CPU includes a kernel call each):", "",
+            "| model, call | 1 thread | outside the members | of which: encoding | answers | "
+            "members | bound: members split evenly at no cost |",
+            "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for key, rs in runs.items():
+        model, call = key.split(" ")
+        one = statistics.median(r["cpu_s"] for r in rs if r["threads"] == 1)
+        mine = [r for r in rs if r["threads"] == t]
+
+        def med(k: str, mine: list = mine) -> float:
+            return statistics.median(r[k] for r in mine)
+
+        serial, members = med("serial_s"), med("members_s")
+        bound = one / (serial + members / t)
+        rows.append(f"| {MODELS[model]} `{call}` | {one * 1e3:.0f} | {serial * 1e3:.0f} "
+                    f"({serial / one:.0%}) | {med('encode_s') * 1e3:.0f} | "
+                    f"{med('answers_s') * 1e3:.0f} | {members * 1e3:.0f} | {bound:.2f}× |")  # fmt: skip
+    return "\n".join(rows)
+
+
 def environment(args: argparse.Namespace, load_before: tuple[float, ...]) -> str:
     import numba
 
@@ -234,7 +348,8 @@ def environment(args: argparse.Namespace, load_before: tuple[float, ...]) -> str
     after = os.getloadavg()
     return (f"Agrawal(classification_function=2, seed=7, perturbation=0.05), n={args.n:,}, "
             f"batch {args.batch_size}, M=10, seed 1, HT grace period {GRACE_PERIOD}, delta 1e-7; "
-            f"{args.repeat} round(s) per thread count, alternating order.  \n"
+            f"{args.repeat} round(s) per thread count, alternating order; critical paths with a "
+            f"hand-off of {args.handoff * 1e6:.0f} µs each way{args.handoff_note}.  \n"
             f"{cpu}, {os.cpu_count()} cores (shared with other work: see the load per run); "
             f"load average {load_before[0]:.2f} before / {after[0]:.2f} after; numba "
             f"{numba.__version__}.")  # fmt: skip
@@ -252,6 +367,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=2000, help="untimed warm-up rows per count")
     p.add_argument("--repeat", type=int, default=3, help="rounds over the thread counts (3)")
     p.add_argument("--compile", action="store_true", help="also time the first parallel calls")
+    p.add_argument("--handoff", type=float, default=None, help="seconds a worker thread starts "
+                   "after the calling one, in the critical paths (default: measured)")  # fmt: skip
     p.add_argument("--shared-struct", action="store_true",
                    help="every thread reads the bank through one struct, as before thread_views "
                    "(to measure what the contended reference counts cost)")  # fmt: skip
@@ -277,6 +394,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         backends.CompiledBackend.thread_views = lambda self, B, n: [B] * n  # type: ignore[method-assign]
     load_before = os.getloadavg()
+    args.handoff_note = " (given)"
+    if args.handoff is None:
+        args.handoff, args.handoff_note = handoff_seconds(), " (measured: median of 200)"
     compiles = compile_cost(args) if args.compile else []
     runs = curve(args)
     body = report(runs, compiles, args)

@@ -26,7 +26,8 @@ from learners.compiled import (
 from learners.compiled import best_class as argmax
 from learners.jit import one_specialisation
 
-from . import _rng
+from . import _atomic, _rng
+from ._atomic import take
 from ._rng import poisson
 
 
@@ -49,7 +50,7 @@ def purge_stale_cache(module_file: str, deps: tuple[Path, ...]) -> None:
         pass  # read-only install: the cache cannot be stale relative to the installed sources
 
 
-purge_stale_cache(__file__, (*KERNEL_SOURCES, Path(str(_rng.__file__))))
+purge_stale_cache(__file__, (*KERNEL_SOURCES, *(Path(str(m.__file__)) for m in (_rng, _atomic))))
 
 VOTE_MAJORITY, VOTE_AVERAGE, VOTE_WEIGHTED = 0, 1, 2
 VOTES = {"majority": VOTE_MAJORITY, "average": VOTE_AVERAGE, "weighted": VOTE_WEIGHTED}
@@ -370,10 +371,16 @@ def reserve_pools(B, m, w_need, g_need):
 
 @nb.njit(cache=True, nogil=True)
 def bagging_members(B, ipar, xn, xc, ys, ws, seqs, n_cls, code_attr, need, do_predict, do_learn,
-                    lo, hi, base, stop, progress, halt, vote_n, vote_k, vote_p):  # fmt: skip
-    """Online bagging (Oza 2001, Fig. 3.3) of members ``lo..hi`` alone, each over its rows
-    ``progress[m]..stop``: predict row r (its sparse probabilities into ``vote_n[m, r - base]``,
-    ``vote_k[m, r - base]``, ``vote_p[m, r - base]``), then learn it with weight k ~ Poisson(1).
+                    order, claimed, base, stop, progress, halt, vote_n, vote_k, vote_p):  # fmt: skip
+    """Online bagging (Oza 2001, Fig. 3.3) of the members in ``order`` that this thread claims,
+    each alone over its rows ``progress[m]..stop``: predict row r (its sparse probabilities into
+    ``vote_n[m, r - base]``, ``vote_k[m, r - base]``, ``vote_p[m, r - base]``), then learn it with
+    weight k ~ Poisson(1).
+
+    The threads of a phase share ``claimed`` (zeros): a thread runs member m when it is the first
+    to count it there (atomically), so each member runs in one thread. A thread's ``order`` lists
+    its own group of members, then the others' from their ends: it runs its own (whose trees its
+    core's cache holds from the last phase), then takes what the others have not reached yet.
 
     A member stops at a row it cannot learn without growing shared arrays (``has_room``,
     ``pools_have_room``) and sets ``halt[0]``, which stops the other members at their next row
@@ -385,20 +392,24 @@ def bagging_members(B, ipar, xn, xc, ys, ws, seqs, n_cls, code_attr, need, do_pr
     # share the arguments (held by the caller), the buffers are this frame's until keep_alive
     bagging_member_rows(B, unowned(ipar), unowned(xn), unowned(xc), unowned(ys), unowned(ws),
                         unowned(seqs), unowned(n_cls), unowned(code_attr), need, do_predict,
-                        do_learn, lo, hi, base, stop, unowned(progress), unowned(halt),
-                        unowned(vote_n), unowned(vote_k), unowned(vote_p), unowned(pk),
-                        unowned(pv), unowned(hint))  # fmt: skip
+                        do_learn, unowned(order), unowned(claimed), base, stop, unowned(progress),
+                        unowned(halt), unowned(vote_n), unowned(vote_k), unowned(vote_p),
+                        unowned(pk), unowned(pv), unowned(hint))  # fmt: skip
     keep_alive(pk, pv, hint)
 
 
 @nb.njit(cache=True)
 def bagging_member_rows(B, ipar, xn, xc, ys, ws, seqs, n_cls, code_attr, need, do_predict,
-                        do_learn, lo, hi, base, stop, progress, halt, vote_n, vote_k, vote_p, pk,
-                        pv, hint):  # fmt: skip
+                        do_learn, order, claimed, base, stop, progress, halt, vote_n, vote_k,
+                        vote_p, pk, pv, hint):  # fmt: skip
     """The loop of ``bagging_members`` (on unowned views)."""
     n_cat = xc.shape[1]
     n_num = xn.shape[1]
-    for m in range(lo, hi):
+    for m in order:
+        if halt[0] != 0:
+            break
+        if progress[m] >= stop or take(claimed, m) != 0:  # done, or another thread's
+            continue
         r = progress[m]
         while r < stop and halt[0] == 0:
             # k ~ Poisson(1), keyed by (seed, example, member) as in bagging_learn

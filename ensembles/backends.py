@@ -186,12 +186,15 @@ class MemberThreads:
     """One batch of online bagging with its members in ``threads`` threads (a run kernel for
     ``TreeBank.run``: same signature, same results as ``_kernels.bagging_run``, bit for bit).
 
-    The members are split in ``threads`` contiguous groups; each group runs in one thread
-    (``_kernels.bagging_members``, without the GIL), every member over all rows of a block, and
-    their kept predictions are then combined in member order (``_kernels.bagging_votes``). A
-    member stops at a row whose learning could grow arrays shared by all members; between
-    parallel phases the class-entry pools grow here and the nodes in ``TreeBank.run`` (this
-    returns the first row some member has not done, and is called again to go on).
+    The members are split in ``threads`` contiguous groups, one per thread
+    (``_kernels.bagging_members``, without the GIL): a thread runs the members of its group, each
+    over all rows of a block, then takes members that the others have not started, from the ends
+    of their groups (so the threads finish together, give or take a member, and a member mostly
+    stays with one thread and its core's cache). Their kept predictions are then combined in
+    member order (``_kernels.bagging_votes``). A member stops at a row whose learning could grow
+    arrays shared by all members; between parallel phases the class-entry pools grow here and the
+    nodes in ``TreeBank.run`` (this returns the first row some member has not done, and is called
+    again to go on).
     """
 
     def __init__(self, threads: int, n_models: int, views: Any) -> None:
@@ -202,6 +205,8 @@ class MemberThreads:
         self.n_models = n_models
         self.progress = np.zeros(n_models, np.int64)  # next row of each member
         self.halt = np.zeros(1, np.int64)  # set by a member that stopped: the others stop too
+        self.claimed = np.zeros(n_models, np.int64)  # per member: > 0 once a thread runs it
+        self.orders = member_orders(n_models, threads)  # each thread's members, its own first
         self.base = 0  # first row of the current block
         self.stop = 0  # end of the current block
         # each member's kept prediction of each row of the block: its number of classes, their
@@ -244,27 +249,40 @@ class MemberThreads:
                           np.zeros((M, rows, C)))  # fmt: skip
 
     def _phase(self, B, ipar, args) -> None:
-        """Every group of members runs its rows of the block; the calling thread runs the first."""
-        M, T = self.n_models, self.threads
-        bounds = [(g * M // T, (g + 1) * M // T) for g in range(T)]
+        """Every thread runs members not done over their rows of the block (the calling thread
+        too, with the first group)."""
+        T = self.threads
         run: Any = _kernels.bagging_members  # (without the GIL: nogil=True)
         vote_n, vote_k, vote_p = self.votes
+        self.claimed[:] = 0
 
-        def group(bank: Any, lo: int, hi: int) -> None:
-            run(bank, ipar, *args, lo, hi, self.base, self.stop, self.progress, self.halt,
-                vote_n, vote_k, vote_p)  # fmt: skip
+        def group(bank: Any, order: np.ndarray) -> None:
+            run(bank, ipar, *args, order, self.claimed, self.base, self.stop, self.progress,
+                self.halt, vote_n, vote_k, vote_p)  # fmt: skip
 
         pool = _executor(T - 1)
-        views = self.views(B, T - 1)
-        futures: list[Future] = [pool.submit(group, view, lo, hi)
-                                 for view, (lo, hi) in zip(views, bounds[1:], strict=True)]  # fmt: skip
+        futures: list[Future] = [pool.submit(group, view, order) for view, order
+                                 in zip(self.views(B, T - 1), self.orders[1:], strict=True)]  # fmt: skip
         try:
-            group(B, *bounds[0])
+            group(B, self.orders[0])
         finally:
             errors = [f.exception() for f in futures]  # waits for every group
         for e in errors:
             if e is not None:
                 raise e
+
+
+def member_orders(n_models: int, threads: int) -> list[np.ndarray]:
+    """For each of ``threads`` threads, the order in which it tries the members: its own
+    contiguous group, then the other groups' members from their ends, the last first (the
+    first group of 10 members in 2 threads: 0, 1, 2, 3, 4, then 9, 8, 7, 6, 5)."""
+    bounds = [(g * n_models // threads, (g + 1) * n_models // threads) for g in range(threads)]
+    orders = []
+    for g, (lo, hi) in enumerate(bounds):
+        others = [bounds[(g + j) % threads] for j in range(1, threads)]
+        tails = [m for d in range(n_models) for olo, ohi in others if (m := ohi - 1 - d) >= olo]
+        orders.append(np.array([*range(lo, hi), *tails], np.int64))
+    return orders
 
 
 _pool: ThreadPoolExecutor | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import numba as nb
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from streams import categorical_stream, mixed_stream
 
 from ensembles import OnlineBagging, OnlineBoosting, backends, build_model, load_state
+from ensembles._atomic import take
 from learners import DecisionStump, HoeffdingTree, NaiveBayes
 
 LEARNERS = {
@@ -220,3 +222,95 @@ def test_warmup_compiles_the_parallel_kernels():
             "'make_room', 'bagging_votes', 'pool_generation')))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["1", "1", "1", "1"]
+
+
+def test_member_orders_give_each_thread_its_group_then_the_others_from_their_ends():
+    assert [o.tolist() for o in backends.member_orders(10, 2)] == [
+        [0, 1, 2, 3, 4, 9, 8, 7, 6, 5],
+        [5, 6, 7, 8, 9, 4, 3, 2, 1, 0],
+    ]
+    assert [o.tolist() for o in backends.member_orders(7, 3)] == [
+        [0, 1, 3, 6, 2, 5, 4],
+        [2, 3, 6, 1, 5, 0, 4],
+        [4, 5, 6, 1, 3, 0, 2],
+    ]
+    for M in range(2, 13):
+        for T in range(2, M + 1):
+            orders = backends.member_orders(M, T)
+            assert len(orders) == T
+            for g, order in enumerate(orders):
+                assert sorted(order.tolist()) == list(range(M))  # every member, once
+                own = list(range(g * M // T, (g + 1) * M // T))
+                assert order[: len(own)].tolist() == own
+
+
+@nb.njit(nogil=True)
+def take_many(counts, got):
+    """``got[i] = take(counts, 1)`` for every i (a kernel at module level: numba's registries
+    keep weak references to a kernel, which a test's local one would leave dangling)."""
+    for i in range(got.shape[0]):
+        got[i] = take(counts, 1)
+
+
+def test_threads_take_a_counter_each_value_once():
+    """``take`` is atomic in a kernel: two threads taking four million values from one counter
+    between them get each value exactly once (which a plain read and write fails only when the
+    threads run at the same time on two cores: its machine code says so on a busy machine)."""
+    import threading
+
+    counts = np.zeros(2, np.int64)
+    take_many(counts, np.zeros(1, np.int64))  # (compiled before the threads start)
+    functions = next(iter(take_many.inspect_llvm().values())).split("\ndefine ")
+    (body,) = [f for f in functions[1:] if "take_many" in (head := f.split("\n")[0])
+               and "cpython" not in head and "cfunc" not in head]  # (not its wrappers)  # fmt: skip
+    assert "atomicrmw add" in body
+    counts[:] = 0
+    got = [np.zeros(2_000_000, np.int64) for _ in range(2)]
+    start = threading.Barrier(2)
+
+    def run(out: np.ndarray) -> None:
+        start.wait()
+        take_many(counts, out)
+
+    threads = [threading.Thread(target=run, args=(g,)) for g in got]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert counts.tolist() == [0, 4_000_000]
+    assert np.array_equal(np.sort(np.concatenate(got)), np.arange(4_000_000))
+    # (the interpreted twins' take: the same counting, in Python)
+    assert take(counts, 0) == 0 and counts[0] == 1
+
+
+@pytest.mark.parametrize("slow", ["worker", "caller"])
+def test_a_thread_that_is_late_leaves_its_members_to_the_others(monkeypatch, slow):
+    """A thread that starts its phase late (descheduled, on a busy machine) finds its members
+    taken by the thread already running: all the rows are done by the other, with the results
+    of one thread."""
+    import threading
+    import time
+
+    data = list(mixed_stream(700, seed=13, new_class_at=350))
+    one = OnlineBagging(HoeffdingTree(grace_period=25), n_models=6, seed=5)
+    expect = prequential(one, data, batch=175)
+    caller = threading.get_ident()
+    real = backends._kernels.bagging_members
+    rows = {"caller": 0, "worker": 0}
+
+    def members(*args) -> None:
+        who = "caller" if threading.get_ident() == caller else "worker"
+        if who == slow:
+            time.sleep(0.1)  # the other is done with every member by then
+        progress = args[16]
+        before = int(progress.sum())
+        real(*args)
+        rows[who] += int(progress.sum()) - before
+
+    # (compiled first: a thread compiling the kernel would hold the other back for seconds)
+    prequential(OnlineBagging(HoeffdingTree(), n_models=6, threads=2), data[:175], batch=175)
+    monkeypatch.setattr(backends._kernels, "bagging_members", members)
+    two = OnlineBagging(HoeffdingTree(grace_period=25), n_models=6, seed=5, threads=2)
+    assert prequential(two, data, batch=175) == expect
+    assert_same_state(two, one)
+    assert rows[slow] == 0 and rows[next(k for k in rows if k != slow)] > 0
