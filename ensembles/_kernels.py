@@ -277,6 +277,7 @@ def member_learn(B, m, xn, xc, ys, ws, start, n_classes, code_attr, need):
     for r in range(start, xn.shape[0]):
         if not has_room(B, B, need):
             return r
+        hint[m, 0] = -1  # a new example (tree_proba's hint)
         if ws[r] > 0.0:
             tree_learn(B, B, m, xn[r], xc[r], ys[r], ws[r], n_classes, code_attr, pk, pv, hint)
     return xn.shape[0]
@@ -288,6 +289,7 @@ def member_predict(B, m, xn, xc, n_classes, code_attr, out):
     C = max(n_classes, 2)
     pk, pv, hint = member_buffers(B, C)
     for r in range(xn.shape[0]):
+        hint[m, 0] = -1  # a new example (tree_proba's hint)
         out[r] = argmax(
             pk, pv, tree_proba(B, B, m, xn[r], xc[r], n_classes, code_attr, pk, pv, hint)
         )
