@@ -19,6 +19,7 @@ from learners.compiled import (
     keep_alive,
     member_buffers,
     scatter,
+    tree_best,
     tree_learn,
     tree_proba,
     unowned,
@@ -199,9 +200,9 @@ def boosting_learn(B, ipar, fstate, xr, cr, y, w, seq, nc, code_attr, pk, pv, hi
         k = poisson(lam, ipar[0], seq, m)  # k ~ Poisson(lambda)
         if k > 0:
             tree_learn(B, B, m, xr, cr, y, float(k), nc, code_attr, pk, pv, hint)
-        n = tree_proba(B, B, m, xr, cr, nc, code_attr, pk, pv, hint)
-        hint[m, 0] = -1  # computed after the update: not reusable
-        lam = boost_step(fstate, m, lam, argmax(pk, pv, n) == y, ipar[2])
+        # h_m(x) after the update (the prediction's, if h_m did not learn: from the hint)
+        correct = tree_best(B, B, m, xr, cr, nc, code_attr, pk, pv, hint) == y
+        lam = boost_step(fstate, m, lam, correct, ipar[2])
 
 
 # --------------------------------------------------------------------------- the row driver

@@ -93,7 +93,7 @@ LEAF, NUMERIC_SPLIT, CATEGORICAL_SPLIT = 0, 1, 2
 PRED_MC, PRED_NB, PRED_NBA, PRED_STUMP = 0, 1, 2, 3
 CRIT_INFO_GAIN, CRIT_GINI = 0, 1
 W, MEAN, M2, MIN, MAX, VAR, LOGVAR = 0, 1, 2, 3, 4, 5, 6
-NO_NB = -2  # hint[m, 1]: naive Bayes not computed at the leaf (argmax gives -1 for "none")
+NO_NB = -2  # hint[m, 1] / [m, 3]: not computed (argmax gives -1 for "none")
 SETTLED = 2  # o_fresh: the variances are fresh and the pooled variance is positive for good
 NUM_STATS = 7
 WPOOL, GPOOL = 0, 1  # the class-entry pools: weights, Gaussian estimators
@@ -1577,22 +1577,35 @@ def tree_proba(T, P, m, xn, xc, n_classes, code_attr, pk, pv, hint):
     probabilities into ``pv`` (both at least as long as the classes of any leaf); returns their
     number, 0 if the member has no prediction.
 
-    ``hint`` ([M, 3]) is what is known of this example in member m's *current* state, for
+    ``hint`` ([M, 4]) is what is known of this example in member m's *current* state, for
     ``hint[m, 2]`` classes (a missing value's route depends on them): ``hint[m, 0]`` the leaf it
-    reaches (-1: not known), ``hint[m, 1]`` that leaf's naive-Bayes argmax (NO_NB: not
-    computed). ``tree_proba`` and ``tree_learn`` fill and use it (so the example is routed once
-    for predicting and learning it); callers reset ``hint[:, 0] = -1`` before each new example,
-    and ``hint[m, 0] = -1`` when they change member m otherwise (``tree_reset``)."""
+    reaches (-1: not known), ``hint[m, 1]`` that leaf's naive-Bayes argmax and ``hint[m, 3]``
+    the argmax of this function's answer (NO_NB: not computed). ``tree_proba``,
+    ``tree_learn`` and ``tree_best`` fill and use it (so the example is routed once for
+    predicting and learning it); callers reset ``hint[:, 0] = -1`` before each new example, and
+    ``hint[m, 0] = -1`` when they change member m otherwise (``tree_reset``)."""
     node = hint[m, 0]
     if node < 0 or hint[m, 2] != n_classes:
         node, last, final = sort_to_leaf(T, P, m, xn, xc, n_classes, False)
         if T.kind[m, node] != LEAF or not has_weight(T, m, node, n_classes):
             return normalize_node(T, m, last, n_classes, pk, pv)
-        if final:  # (where learning would route it too)
-            hint[m, 0] = node
-            hint[m, 1] = NO_NB
-            hint[m, 2] = n_classes
-    return leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, pk, pv, hint)
+        if not final:  # (learning would route it elsewhere)
+            return leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, pk, pv, hint)
+        hint[m, 0] = node
+        hint[m, 1] = NO_NB
+        hint[m, 2] = n_classes
+    n = leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, pk, pv, hint)
+    hint[m, 3] = argmax(pk, pv, n)
+    return n
+
+
+@nb.njit(cache=True)
+def tree_best(T, P, m, xn, xc, n_classes, code_attr, pk, pv, hint):
+    """``argmax`` of ``tree_proba``'s answer (-1: no prediction), from ``hint`` when member m
+    answered this example in its current state already (``pk``/``pv`` are then not written)."""
+    if hint[m, 0] >= 0 and hint[m, 2] == n_classes and hint[m, 3] != NO_NB:
+        return hint[m, 3]
+    return argmax(pk, pv, tree_proba(T, P, m, xn, xc, n_classes, code_attr, pk, pv, hint))
 
 
 @nb.njit(cache=True)
@@ -1728,6 +1741,7 @@ def tree_learn(T, P, m, xn, xc, y, w, n_classes, code_attr, pk, pv, hint):
     hint[m, 0] = node
     hint[m, 1] = NO_NB  # (the leaf's statistics changed)
     hint[m, 2] = n_classes
+    hint[m, 3] = NO_NB
     if T.depth[m, node] >= P.max_depth:
         return
     # the leaf's weight in class order, computed only when its running total says that the
@@ -1763,9 +1777,9 @@ def classes_needed(n_cls, ys, start, do_learn):
 @nb.njit(cache=True)
 def member_buffers(B, C):
     """A run's scratch: ``pk``/``pv`` for a member's sparse probabilities (at least ``C`` classes,
-    see ``classes_needed``; also learning's scratch) and ``hint`` ([M, 3], -1: the route and
-    naive-Bayes results ``tree_proba`` and ``tree_learn`` leave for the same example)."""
-    return np.empty(C, np.int64), np.empty(C), np.full((B.kind.shape[0], 3), -1, dtype=np.int64)
+    see ``classes_needed``; also learning's scratch) and ``hint`` ([M, 4], -1: the route and
+    results ``tree_proba`` and ``tree_learn`` leave for the same example)."""
+    return np.empty(C, np.int64), np.empty(C), np.full((B.kind.shape[0], 4), -1, dtype=np.int64)
 
 
 @nb.njit(cache=True)

@@ -166,7 +166,7 @@ def test_the_shared_branch_is_not_a_learning_route() -> None:
     for hinted in (True, False):
         B = interpreted_bank(bank.T._replace(**{k: v.copy() for k, v in bank.T._asdict().items()}),
                              bank.params._replace(max_nodes=1000))  # fmt: skip
-        pk, pv, hint = np.empty(8, np.int64), np.empty(8), np.full((1, 3), -1, np.int64)
+        pk, pv, hint = np.empty(8, np.int64), np.empty(8), np.full((1, 4), -1, np.int64)
         codes = set(T.branch[0, : T.n_nodes[0]].tolist())
         fresh = next(c for c in range(1, 10**6) if c not in codes)
         taken = 0
@@ -238,7 +238,7 @@ def _replay(examples, hinted: bool) -> tuple[list, tuple]:
                          bank.params._replace(max_nodes=1000))  # fmt: skip
     code_attr = bank.schema.code_attr_array
     fresh = max(bank.schema.code_attr_array.shape[0], 10**3)  # a category without a branch
-    pk, pv, hint = np.empty(8, np.int64), np.empty(8), np.full((1, 3), -1, np.int64)
+    pk, pv, hint = np.empty(8, np.int64), np.empty(8), np.full((1, 4), -1, np.int64)
     rows = _rows(60, seed=7)
     out = []
     for i, new_value, calls in examples:
@@ -246,15 +246,17 @@ def _replay(examples, hinted: bool) -> tuple[list, tuple]:
         if new_value:
             xc[xc >= 0] = fresh
         hint[0, 0] = -1  # a new example
-        for learn, y, n in calls:
+        for call, y, n in calls:
             if not hinted:
                 hint[0, 0] = -1
-            if learn and lt.has_room(B, B, 16):
+            if call == "learn" and lt.has_room(B, B, 16):
                 lt.tree_learn(B, B, 0, xn[0], xc[0], y, 1.0, max(n, y + 1), code_attr, pk, pv,
                               hint)  # fmt: skip
-            elif not learn:
+            elif call == "proba":
                 k = lt.tree_proba(B, B, 0, xn[0], xc[0], n, code_attr, pk, pv, hint)
                 out.append((pk[:k].tolist(), pv[:k].tolist()))
+            elif call == "best":
+                out.append(lt.tree_best(B, B, 0, xn[0], xc[0], n, code_attr, pk, pv, hint))
     return out, (B.kind.copy(), B.n_nodes.copy(), B.wv.copy(), B.gv.copy(), B.mc_ok.copy(),
                  B.nb_ok.copy())  # fmt: skip
 
@@ -265,17 +267,24 @@ def _replay(examples, hinted: bool) -> tuple[list, tuple]:
         st.tuples(
             st.integers(0, 59),
             st.booleans(),
-            st.lists(st.tuples(st.booleans(), st.integers(0, 3), st.integers(1, 4)), max_size=6),
+            st.lists(
+                st.tuples(
+                    st.sampled_from(["proba", "learn", "best"]),
+                    st.integers(0, 3),
+                    st.integers(1, 4),
+                ),
+                max_size=6,
+            ),
         ),
         min_size=1,
         max_size=40,
     )
 )
 def test_any_calls_on_an_example_equal_routing_every_call(examples) -> None:
-    """Learning an example twice, predicting it after learning it, with fewer or more classes
-    than before (a missing value's route changes), with categories a full tree's shared branch
-    takes until learning gives them one, in any order: the hint is always what routing from the
-    root would find."""
+    """Learning an example twice, predicting it (or its best class: ``tree_best``) after
+    learning it, with fewer or more classes than before (a missing value's route changes), with
+    categories a full tree's shared branch takes until learning gives them one, in any order:
+    the hint is always what routing from the root would find."""
     fast, slow = _replay(examples, True), _replay(examples, False)
     assert fast[0] == slow[0]
     assert all(_same(a, b) for a, b in zip(fast[1], slow[1], strict=True))
