@@ -9,7 +9,6 @@ batch priming."""
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from streams import same
 
 from ensembles import OnlineBagging, OnlineBoosting
 from learners import HoeffdingTree, NaiveBayes, jit
@@ -50,23 +50,12 @@ def routed_from_the_root() -> Iterator[None]:
     try:
         for mod, fn, _ in patched:
             mod.__dict__[fn] = unhinted(fn)
-        yield
+        with np.errstate(all="ignore"):  # (numpy warns of what compiled code does silently)
+            yield
     finally:
         for mod, fn, f in patched:
             mod.__dict__[fn] = f
         jit.set_interpreted(False)
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, np.ndarray):
-        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
-    if isinstance(a, float) and isinstance(b, float):
-        return a == b or (math.isnan(a) and math.isnan(b))
-    return a == b
 
 
 def _run(make, blocks, prime=None) -> tuple[list, dict]:
@@ -86,8 +75,8 @@ def _check(make, blocks, prime=None) -> None:
     with routed_from_the_root():
         slow = _run(make, blocks, prime)
     for i, (p, q) in enumerate(zip(fast[0], slow[0], strict=True)):
-        assert _same(p, q), f"row {i}: {p} != {q}"
-    assert _same(fast[1], slow[1]), "states differ"
+        assert same(p, q), f"row {i}: {p} != {q}"
+    assert same(fast[1], slow[1]), "states differ"
 
 
 def _rows(n: int, seed: int) -> list:
@@ -187,7 +176,7 @@ def test_the_shared_branch_is_not_a_learning_route() -> None:
                                      pk, pv, hint)  # fmt: skip
         states.append((B.kind.copy(), B.branch.copy(), B.n_nodes.copy(), B.wv.copy()))
         assert taken > 0, "the shared branch was never predicted from: checks nothing"
-    assert all(_same(a, b) for a, b in zip(*states, strict=True))
+    assert all(same(a, b) for a, b in zip(*states, strict=True))
 
 
 _value = st.one_of(
@@ -227,9 +216,11 @@ def _trained_bank():
 _BANK: list = []
 
 
+@np.errstate(all="ignore")
 def _replay(examples, hinted: bool) -> tuple[list, tuple]:
-    """Calls of ``tree_proba`` / ``tree_learn`` on one example after another (``hinted``: with
-    the hint kept between the calls on one example, else cleared before each)."""
+    """Calls of ``tree_proba`` / ``tree_learn`` / ``tree_best`` on one example after another
+    (``hinted``: with the hint kept between the calls on one example, else cleared before
+    each)."""
     if not _BANK:
         _BANK.append(_trained_bank())
     bank = _BANK[0]
@@ -287,4 +278,4 @@ def test_any_calls_on_an_example_equal_routing_every_call(examples) -> None:
     the hint is always what routing from the root would find."""
     fast, slow = _replay(examples, True), _replay(examples, False)
     assert fast[0] == slow[0]
-    assert all(_same(a, b) for a, b in zip(fast[1], slow[1], strict=True))
+    assert all(same(a, b) for a, b in zip(fast[1], slow[1], strict=True))
