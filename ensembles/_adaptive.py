@@ -49,6 +49,7 @@ from learners.compiled import (
     has_room,
     keep_alive,
     member_buffers,
+    tree_best,
     tree_learn,
     tree_proba,
     tree_reset,
@@ -332,9 +333,7 @@ def boosting_adaptive_learn(B, ipar, st, xr, cr, y, w, seq, nc, code_attr, pk, p
         k = poisson(lam, ipar[SEED], seq, m)  # k ~ Poisson(lambda)
         if k > 0:
             tree_learn(B, B, m, xr, cr, y, float(k), nc, code_attr, pk, pv, hint)
-        n = tree_proba(B, B, m, xr, cr, nc, code_attr, pk, pv, hint)
-        correct = argmax(pk, pv, n) == y  # h_m(x) = y, after learning it
-        hint[m, 0] = -1  # computed after the update: not reusable
+        correct = tree_best(B, B, m, xr, cr, nc, code_attr, pk, pv, hint) == y  # after learning
         lam = boost_step(st.lam, m, lam, correct, ipar[RULE])
         if ipar[DRIFT] == DRIFT_ADWIN and detect(ipar, st, m, correct):
             change = True

@@ -19,6 +19,7 @@ from learners.compiled import (
     keep_alive,
     member_buffers,
     scatter,
+    tree_best,
     tree_learn,
     tree_proba,
     unowned,
@@ -200,9 +201,9 @@ def boosting_learn(B, ipar, fstate, xr, cr, y, w, seq, nc, code_attr, pk, pv, hi
         k = poisson(lam, ipar[0], seq, m)  # k ~ Poisson(lambda)
         if k > 0:
             tree_learn(B, B, m, xr, cr, y, float(k), nc, code_attr, pk, pv, hint)
-        n = tree_proba(B, B, m, xr, cr, nc, code_attr, pk, pv, hint)
-        hint[m, 0] = -1  # computed after the update: not reusable
-        lam = boost_step(fstate, m, lam, argmax(pk, pv, n) == y, ipar[2])
+        # h_m(x) after the update (the prediction's, if h_m did not learn: from the hint)
+        correct = tree_best(B, B, m, xr, cr, nc, code_attr, pk, pv, hint) == y
+        lam = boost_step(fstate, m, lam, correct, ipar[2])
 
 
 # --------------------------------------------------------------------------- the row driver
@@ -278,6 +279,7 @@ def member_learn(B, m, xn, xc, ys, ws, start, n_classes, code_attr, need):
     for r in range(start, xn.shape[0]):
         if not has_room(B, B, need):
             return r
+        hint[m, 0] = -1  # a new example (tree_proba's hint)
         if ws[r] > 0.0:
             tree_learn(B, B, m, xn[r], xc[r], ys[r], ws[r], n_classes, code_attr, pk, pv, hint)
     return xn.shape[0]
@@ -289,6 +291,7 @@ def member_predict(B, m, xn, xc, n_classes, code_attr, out):
     C = max(n_classes, 2)
     pk, pv, hint = member_buffers(B, C)
     for r in range(xn.shape[0]):
+        hint[m, 0] = -1  # a new example (tree_proba's hint)
         out[r] = argmax(
             pk, pv, tree_proba(B, B, m, xn[r], xc[r], n_classes, code_attr, pk, pv, hint)
         )

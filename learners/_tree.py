@@ -93,6 +93,7 @@ LEAF, NUMERIC_SPLIT, CATEGORICAL_SPLIT = 0, 1, 2
 PRED_MC, PRED_NB, PRED_NBA, PRED_STUMP = 0, 1, 2, 3
 CRIT_INFO_GAIN, CRIT_GINI = 0, 1
 W, MEAN, M2, MIN, MAX, VAR, LOGVAR = 0, 1, 2, 3, 4, 5, 6
+NO_NB = -2  # hint[m, 1] / [m, 3]: not computed (argmax gives -1 for "none")
 SETTLED = 2  # o_fresh: the variances are fresh and the pooled variance is positive for good
 NUM_STATS = 7
 WPOOL, GPOOL = 0, 1  # the class-entry pools: weights, Gaussian estimators
@@ -974,15 +975,18 @@ def find_child(T, m, node, branch):
 
 @nb.njit(cache=True)
 def sort_to_leaf(T, P, m, xn, xc, n_classes, grow):
-    """Route an example from the root. Returns (node, last_nonempty_node).
+    """Route an example from the root. Returns (node, last_nonempty_node, final).
 
     Missing value at a split -> the heaviest child. Unseen category -> with ``grow`` a new leaf
     branch is created (MOA's multiway behaviour); without it the walk stops at the split node.
     A tree with ``max_nodes`` nodes grows no more branches: values without one share a single
     ``OTHER_BRANCH`` leaf per split (created even then: at most one per split node).
+    ``final``: the walk with ``grow`` would have ended at the same node (False when, not growing,
+    it took the shared branch where learning would give the value a branch of its own).
     """
     node = 0
     last_nonempty = 0
+    final = True
     d_at = T.d_at
     d_len = T.d_len
     wc = T.wc  # (routing grows no class blocks)
@@ -991,7 +995,7 @@ def sort_to_leaf(T, P, m, xn, xc, n_classes, grow):
             last_nonempty = node
         kd = T.kind[m, node]
         if kd == LEAF:
-            return node, last_nonempty
+            return node, last_nonempty, final
         a = T.attr[m, node]
         if kd == NUMERIC_SPLIT:
             v = xn[a] if a < xn.shape[0] else np.nan
@@ -1008,13 +1012,15 @@ def sort_to_leaf(T, P, m, xn, xc, n_classes, grow):
                 if nxt < 0 and grow and code >= 0 and T.n_nodes[m] < P.max_nodes:
                     nxt = add_child(T, m, node, -1, code)
                 elif nxt < 0:
+                    if code >= 0 and T.n_nodes[m] < P.max_nodes:
+                        final = False  # (not growing) learning would add the value's branch
                     # no branch for the value (unseen, or the tree is full): the branch the
                     # values share once the tree has max_nodes nodes, if there is one
                     nxt = find_child(T, m, node, OTHER_BRANCH)
                     if nxt < 0 and grow and code >= 0:
                         nxt = add_child(T, m, node, -1, OTHER_BRANCH)
         if nxt < 0:
-            return node, last_nonempty
+            return node, last_nonempty, final
         node = nxt
 
 
@@ -1543,8 +1549,8 @@ def stump_predict_rows(B, xn, xc, start, out, n_cls, code_attr, pk, pv):
 
 @nb.njit(cache=True)
 def leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, pk, pv, hint):
-    """Prediction at a leaf. When naive Bayes is computed, ``hint[m] = (node, its argmax)`` so
-    that learning the same example right after need not compute it again."""
+    """Prediction at a leaf. When naive Bayes is computed, ``hint[m, 1]`` = its argmax, so that
+    learning the same example right after need not compute it again (see ``tree_proba``)."""
     lp = P.leaf_prediction
     if lp == PRED_STUMP:
         return stump_proba(T, P, m, node, xn, xc, n_classes, code_attr, pk, pv)
@@ -1561,8 +1567,7 @@ def leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, pk, pv, hint):
     if T.mc_ok[m, s] > T.nb_ok[m, s] or not enough:
         return normalize_node(T, m, node, n_classes, pk, pv)
     n = nb_proba(T, m, node, xn, xc, n_classes, pk, pv)
-    hint[m, 0] = node
-    hint[m, 1] = argmax(pk, pv, n)
+    hint[m, 1] = argmax(pk, pv, n)  # (tree_learn reads it only if hint[m, 0] is this leaf)
     return n
 
 
@@ -1572,12 +1577,35 @@ def tree_proba(T, P, m, xn, xc, n_classes, code_attr, pk, pv, hint):
     probabilities into ``pv`` (both at least as long as the classes of any leaf); returns their
     number, 0 if the member has no prediction.
 
-    ``hint`` ([M, 2]) receives (leaf, naive-Bayes argmax) when naive Bayes was computed; callers
-    reset ``hint[:, 0] = -1`` before each new example."""
-    node, last = sort_to_leaf(T, P, m, xn, xc, n_classes, False)
-    if T.kind[m, node] == LEAF and has_weight(T, m, node, n_classes):
-        return leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, pk, pv, hint)
-    return normalize_node(T, m, last, n_classes, pk, pv)
+    ``hint`` ([M, 4]) is what is known of this example in member m's *current* state, for
+    ``hint[m, 2]`` classes (a missing value's route depends on them): ``hint[m, 0]`` the leaf it
+    reaches (-1: not known), ``hint[m, 1]`` that leaf's naive-Bayes argmax and ``hint[m, 3]``
+    the argmax of this function's answer (NO_NB: not computed). ``tree_proba``,
+    ``tree_learn`` and ``tree_best`` fill and use it (so the example is routed once for
+    predicting and learning it); callers reset ``hint[:, 0] = -1`` before each new example, and
+    ``hint[m, 0] = -1`` when they change member m otherwise (``tree_reset``)."""
+    node = hint[m, 0]
+    if node < 0 or hint[m, 2] != n_classes:
+        node, last, final = sort_to_leaf(T, P, m, xn, xc, n_classes, False)
+        if T.kind[m, node] != LEAF or not has_weight(T, m, node, n_classes):
+            return normalize_node(T, m, last, n_classes, pk, pv)
+        if not final:  # (learning would route it elsewhere)
+            return leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, pk, pv, hint)
+        hint[m, 0] = node
+        hint[m, 1] = NO_NB
+        hint[m, 2] = n_classes
+    n = leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, pk, pv, hint)
+    hint[m, 3] = argmax(pk, pv, n)
+    return n
+
+
+@nb.njit(cache=True)
+def tree_best(T, P, m, xn, xc, n_classes, code_attr, pk, pv, hint):
+    """``argmax`` of ``tree_proba``'s answer (-1: no prediction), from ``hint`` when member m
+    answered this example in its current state already (``pk``/``pv`` are then not written)."""
+    if hint[m, 0] >= 0 and hint[m, 2] == n_classes and hint[m, 3] != NO_NB:
+        return hint[m, 3]
+    return argmax(pk, pv, tree_proba(T, P, m, xn, xc, n_classes, code_attr, pk, pv, hint))
 
 
 @nb.njit(cache=True)
@@ -1689,23 +1717,31 @@ def has_class(T, m, node, y):
 def tree_learn(T, P, m, xn, xc, y, w, n_classes, code_attr, pk, pv, hint):
     """Learn one example with weight w (> 0) in member m.
 
-    ``hint[m]`` may hold (leaf, naive-Bayes argmax) computed by ``tree_proba`` on this same
-    example and unchanged state; it is used instead of recomputing, then invalidated. ``pk`` /
-    ``pv`` are scratch as for ``tree_proba``."""
-    node, _ = sort_to_leaf(T, P, m, xn, xc, n_classes, True)
+    ``hint[m]`` (see ``tree_proba``): the leaf and naive-Bayes argmax of this example in member
+    m's current state, used instead of recomputing them; afterwards it holds the leaf (learning
+    moves no branch: the leaf only gained weight, so it stays the heaviest child where it was)
+    unless the leaf split. ``pk`` / ``pv`` are scratch as for ``tree_proba``."""
+    hinted = hint[m, 0] >= 0 and hint[m, 2] == n_classes
+    if hinted:
+        node = hint[m, 0]
+    else:
+        node, _, _ = sort_to_leaf(T, P, m, xn, xc, n_classes, True)
     s = T.slot[m, node]
     if P.leaf_prediction == PRED_NBA and has_class(T, m, node, y):
         # (a class without weight at the leaf is neither predictor's answer: nothing to count)
         if argmax_node(T, m, node, n_classes) == y:
             T.mc_ok[m, s] += w
-        if hint[m, 0] == node:
+        if hinted and hint[m, 1] != NO_NB:
             nb_arg = hint[m, 1]
         else:
             nb_arg = argmax(pk, pv, nb_proba(T, m, node, xn, xc, n_classes, pk, pv))
         if nb_arg == y:
             T.nb_ok[m, s] += w
-    hint[m, 0] = -1
     update_leaf(T, m, node, xn, xc, y, w, code_attr)
+    hint[m, 0] = node
+    hint[m, 1] = NO_NB  # (the leaf's statistics changed)
+    hint[m, 2] = n_classes
+    hint[m, 3] = NO_NB
     if T.depth[m, node] >= P.max_depth:
         return
     # the leaf's weight in class order, computed only when its running total says that the
@@ -1717,6 +1753,8 @@ def tree_learn(T, P, m, xn, xc, y, w, n_classes, code_attr, pk, pv, hint):
     if tot - T.last[m, s] >= P.grace_period:
         T.last[m, s] = tot
         attempt_split(T, P, m, node, n_classes, code_attr)
+        if T.kind[m, node] != LEAF:
+            hint[m, 0] = -1  # split: the example goes on to a child
 
 
 @nb.njit(cache=True)
@@ -1739,9 +1777,9 @@ def classes_needed(n_cls, ys, start, do_learn):
 @nb.njit(cache=True)
 def member_buffers(B, C):
     """A run's scratch: ``pk``/``pv`` for a member's sparse probabilities (at least ``C`` classes,
-    see ``classes_needed``; also learning's scratch) and ``hint`` ([M, 2], -1: naive-Bayes
-    results ``tree_proba`` leaves for ``tree_learn`` of the same example)."""
-    return np.empty(C, np.int64), np.empty(C), np.full((B.kind.shape[0], 2), -1, dtype=np.int64)
+    see ``classes_needed``; also learning's scratch) and ``hint`` ([M, 4], -1: the route and
+    results ``tree_proba`` and ``tree_learn`` leave for the same example)."""
+    return np.empty(C, np.int64), np.empty(C), np.full((B.kind.shape[0], 4), -1, dtype=np.int64)
 
 
 @nb.njit(cache=True)

@@ -11,7 +11,8 @@ that an ensemble runs all its members inside *one* compiled kernel (ARCHITECTURE
   one encoded row, *sparse*: class codes into ``pk``, probabilities into ``pv``, returns how
   many), :func:`scatter` (those into a dense row), :func:`tree_learn` (member m learns one row
   with a weight), :func:`best_class` (the class of the largest of ``n`` sparse probabilities,
-  -1 for none), :func:`classes_needed` (length of the ``pk``/``pv`` buffers for a block of
+  -1 for none), :func:`tree_best` (``best_class`` of ``tree_proba``'s answer, reusing a
+  prediction of the same example), :func:`classes_needed` (length of the ``pk``/``pv`` buffers for a block of
   rows), :func:`classes_after` (classes known once
   row r's label is in), :func:`has_room` (whether ``need`` more nodes fit before learning a row),
   :func:`tree_reset` (member m becomes a fresh, untrained tree: a drift detector's reset).
@@ -52,6 +53,7 @@ from ._tree import (
     member_buffers,
     scatter,
     single_run,
+    tree_best,
     tree_learn,
     tree_proba,
     tree_reset,
@@ -93,6 +95,7 @@ __all__ = [
     "learner_limits",
     "scatter",
     "single_run",
+    "tree_best",
     "tree_learn",
     "tree_proba",
     "tree_reset",

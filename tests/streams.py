@@ -1,12 +1,27 @@
-"""Seeded synthetic streams for the engine tests (no data files), and the ``Proxy`` wrapper."""
+"""Seeded synthetic streams for the engine tests (no data files), the ``Proxy`` wrapper, and
+``same`` (bit-for-bit equality of answers and states)."""
 
 from __future__ import annotations
 
 import random
 
+import numpy as np
+
 from learners.checks import mixed_stream
 
-__all__ = ["Proxy", "categorical_stream", "mixed_stream"]
+__all__ = ["Proxy", "categorical_stream", "mixed_stream", "same"]
+
+
+def same(a, b) -> bool:
+    """Whether two answers or states are equal bit for bit (NaN equal to NaN; arrays by dtype,
+    shape and bytes), through dicts, lists and tuples."""
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    return a == b or (a != a and b != b)
 
 
 def categorical_stream(n: int, seed: int = 0, n_features: int = 6, n_values: int = 4):

@@ -11,9 +11,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-import numpy as np
 import pytest
-from streams import mixed_stream
+from streams import mixed_stream, same
 
 from ensembles import build_model, load_state
 from learners import jit
@@ -45,16 +44,6 @@ def _spec(ensemble: str, learner: str) -> dict:
             "seed": 4, "params": params}  # fmt: skip
 
 
-def _same(a, b) -> bool:
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, np.ndarray):
-        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
-    return a == b or (a != a and b != b)
-
-
 def _run(ensemble: str, learner: str, modes: list[bool]) -> tuple[list, dict]:
     """Predict-then-learn a mixed stream (new classes mid-stream, missing values), one example
     at a time then in a batch, switching mode between the parts; return predictions and state."""
@@ -80,8 +69,8 @@ def _run(ensemble: str, learner: str, modes: list[bool]) -> tuple[list, dict]:
 @pytest.mark.parametrize(("ensemble", "learner"), KINDS)
 def test_twins_give_bit_identical_results(ensemble, learner):
     compiled = _run(ensemble, learner, [False, False, False])
-    assert _same(_run(ensemble, learner, [True, True, True]), compiled)
-    assert _same(_run(ensemble, learner, [True, False, True]), compiled)  # switching mid-stream
+    assert same(_run(ensemble, learner, [True, True, True]), compiled)
+    assert same(_run(ensemble, learner, [True, False, True]), compiled)  # switching mid-stream
 
 
 @pytest.mark.parametrize("drift", ["adwin", "ddm"])
@@ -104,7 +93,7 @@ def test_twins_detect_drift_as_compiled(drift):
             jit.set_interpreted(False)
         assert model.describe()["n_drifts"] > 0
         states.append(model.to_state())
-    assert _same(states[1], states[0])
+    assert same(states[1], states[0])
 
 
 _NO_COMPILE_CHILD = r"""
