@@ -14,6 +14,9 @@ from app.errors import InvalidInput
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
+# learners.MAX_WEIGHT, the largest sample weight a model takes (the service does not import the
+# engine to read it; tests/test_row_errors.py checks they agree)
+MAX_WEIGHT = 1e12
 _MAX_DEPTH = 32
 
 

@@ -67,6 +67,7 @@ from ._kernels import (
     add_vote,
     boost_seen,
     boost_step,
+    capped_lambda,
     end_vote,
     purge_stale_cache,
     vote_weights,
@@ -326,7 +327,7 @@ def boosting_adaptive_predict(B, ipar, st, xr, cr, n, code_attr, pk, pv, hint, o
 @nb.njit(cache=True)
 def boosting_adaptive_learn(B, ipar, st, xr, cr, y, w, seq, nc, code_attr, pk, pv, hint):
     """Oza (2001), Fig. 4.3 (``_kernels.boosting_learn``), then the window and the detectors."""
-    lam = w  # lambda <- 1 (times the example's weight)
+    lam = capped_lambda(w)  # lambda <- 1 (times the example's weight)
     boost_seen(st.lam, w, ipar[RULE])
     change = False
     for m in range(B.kind.shape[0]):

@@ -169,6 +169,22 @@ def boost_seen(lams, w, rule):
         lams[SEEN, 0] += w
 
 
+LAMBDA_MAX = float(2**31 - 1)  # boosting's lambda is kept <= this (capped_lambda)
+
+
+@nb.njit(cache=True)
+def capped_lambda(lam):
+    """``lam``, or LAMBDA_MAX above it (NaN included). Oza's updates divide lambda by e_m or
+    1 - e_m, and a lambda of 1e27 is reachable (members right on nearly everything, all wrong on
+    one example); an example weight of 1e300 starts there. Uncapped, a Poisson draw overflowed
+    its int64 and e_m rounded to 0 or 1, dividing by zero in every later example: one request
+    broke the model for good. MOA's draw saturates at Java's int maximum (2^31 - 1): so does
+    lambda here, which no draw of an ordinary stream reaches."""
+    if lam <= LAMBDA_MAX:
+        return lam
+    return LAMBDA_MAX
+
+
 @nb.njit(cache=True)
 def boost_step(lams, m, lam, correct, rule):
     """Fig. 4.3 after member m saw the example with weight lambda: its lambda_sc (``correct``)
@@ -180,22 +196,35 @@ def boost_step(lams, m, lam, correct, rule):
     lam_sw = lams[SW]
     if correct:  # h_m(x) = y
         lam_sc[m] += lam
-        if rule == LAMBDA_MOA:
-            return lam * lams[SEEN, 0] / (2.0 * lam_sc[m])
-        eps = lam_sw[m] / (lam_sc[m] + lam_sw[m])
-        return lam / (2.0 * (1.0 - eps))
-    lam_sw[m] += lam
+        part = lam_sc[m]
+    else:
+        lam_sw[m] += lam
+        part = lam_sw[m]
     if rule == LAMBDA_MOA:
-        return lam * lams[SEEN, 0] / (2.0 * lam_sw[m])
-    eps = lam_sw[m] / (lam_sc[m] + lam_sw[m])
-    return lam / (2.0 * eps)
+        return lambda_ratio(lam * lams[SEEN, 0], 2.0 * part)
+    tot = lam_sc[m] + lam_sw[m]
+    if not tot > 0.0:  # lambda 0 (an underflow) on a member with nothing yet: 0 stays 0
+        return 0.0
+    eps = lam_sw[m] / tot
+    d = 2.0 * (1.0 - eps) if correct else 2.0 * eps
+    if d > 0.0:
+        return capped_lambda(lam / d)
+    return lambda_ratio(lam * tot, 2.0 * part)  # e_m rounded to 1 or 0: the same, unrounded
+
+
+@nb.njit(cache=True)
+def lambda_ratio(a, b):
+    """``a / b`` capped (``capped_lambda``); 0 when ``b`` is 0 (then lambda, in ``a``, was 0)."""
+    if b > 0.0:
+        return capped_lambda(a / b)
+    return 0.0
 
 
 @nb.njit(cache=True)
 def boosting_learn(B, ipar, fstate, xr, cr, y, w, seq, nc, code_attr, pk, pv, hint):
     """Oza (2001), Fig. 4.3, with fstate = [lambda_sc, lambda_sw, seen] and ``ipar[2]`` the
     lambda rule."""
-    lam = w  # lambda <- 1 (times the example's weight)
+    lam = capped_lambda(w)  # lambda <- 1 (times the example's weight)
     boost_seen(fstate, w, ipar[2])
     for m in range(B.kind.shape[0]):
         k = poisson(lam, ipar[0], seq, m)  # k ~ Poisson(lambda)

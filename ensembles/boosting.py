@@ -216,7 +216,7 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
         return {c: votes.get(c, 0.0) / total for c in self._classes}
 
     def _py_learn(self, x: Features, y: Label, w: float, seq: int) -> None:
-        lam = w
+        lam = kernel(_kernels.capped_lambda)(w)
         rule = _kernels.LAMBDA_RULES[self.lambda_rule]
         kernel(_kernels.boost_seen)(self._lam, w, rule)
         for m, member in enumerate(self._members):

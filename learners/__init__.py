@@ -3,7 +3,7 @@
 ``learners`` imports nothing from ``ensembles`` or ``app`` (ARCHITECTURE §1).
 """
 
-from .base import FrameRows, Learner, WeightError, argmax_label, at_row
+from .base import MAX_WEIGHT, FrameRows, Learner, WeightError, argmax_label, at_row
 from .encoded import EncodedRows
 from .exact_tree import ExactTree
 from .limits import LimitError, Limits, ParamError
@@ -13,6 +13,7 @@ from .river_adapter import RiverLearner
 from .schema import FeatureTypeError, LabelError, Schema
 
 __all__ = [
+    "MAX_WEIGHT",
     "DecisionStump",
     "EncodedRows",
     "ExactTree",
@@ -20,7 +21,6 @@ __all__ = [
     "FrameRows",
     "HoeffdingTree",
     "LabelError",
-    "WeightError",
     "LimitError",
     "ParamError",
     "Limits",
@@ -30,6 +30,7 @@ __all__ = [
     "NativeLearner",
     "RiverLearner",
     "Schema",
+    "WeightError",
     "argmax_label",
     "at_row",
 ]

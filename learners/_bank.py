@@ -41,7 +41,7 @@ from ._tree import (
 from ._tree import (
     fill_weights as fill_weights_,
 )
-from .base import WeightError, argmax_label, check_weights
+from .base import MAX_WEIGHT, argmax_label, check_weight, check_weights
 from .jit import MODE, entry_point, interpreting, twin_of
 from .jit import kernel as jit_kernel
 from .limits import LimitError, Limits
@@ -438,8 +438,8 @@ class TreeBank:
         if type(x) is not dict and not isinstance(x, dict):
             raise FeatureTypeError("features", f"expected a dict, got {type(x).__name__}")
         if do_learn:
-            if not (0.0 <= w < math.inf):  # (base.check_weight, inline)
-                raise WeightError(f"w must be finite and >= 0, got {w!r}")
+            if not (0.0 <= w <= MAX_WEIGHT):  # (base.check_weight, inline)
+                check_weight(w)
             self.check_bytes()
             mark = s.mark()
             try:

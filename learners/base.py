@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -44,30 +43,39 @@ def at_row(exc: BaseException, r: int) -> None:
         exc.row = r  # type: ignore[attr-defined]
 
 
+MAX_WEIGHT = 1e12  # the largest sample weight a model takes
+
+
 class WeightError(ValueError):
-    """A sample weight that is not finite and >= 0 (``field = "weight"``)."""
+    """A sample weight that is not a number from 0 to ``MAX_WEIGHT`` (``field = "weight"``).
+
+    The bound keeps every sum a model keeps finite: a member learns an example with its weight
+    times a Poisson count (at most 2^31 - 1 in boosting), so 1e12 leaves 1e260 of room; at 1.7e308
+    one example made a class weight infinite and every later probability NaN."""
 
     field = "weight"
 
 
 def check_weight(w: Any) -> None:
-    """``WeightError`` unless the sample weight ``w`` is finite and >= 0."""
-    if not (0.0 <= w < math.inf):
-        raise WeightError(f"w must be finite and >= 0, got {w!r}")
+    """``WeightError`` unless the sample weight ``w`` is a number from 0 to ``MAX_WEIGHT``."""
+    if not (0.0 <= w <= MAX_WEIGHT):
+        raise WeightError(f"w must be a number from 0 to {MAX_WEIGHT:g}, got {w!r}")
 
 
 def check_weights(ws: Any, n: int) -> np.ndarray:
-    """Sample weights as a float array, or ``WeightError`` unless there are ``n``, finite, >= 0
+    """Sample weights as a float array, or ``WeightError`` unless there are ``n``, from 0 to 1e12
     (``.row``: the first bad one's, see :func:`at_row`)."""
     w = np.asarray(ws, dtype=np.float64)
     if w.shape != (n,):
         raise WeightError(
             f"sample weights must be one per row: {n} rows, weights of shape {w.shape}"
         )
-    ok = (w >= 0.0) & (w < np.inf)
+    ok = (w >= 0.0) & (w <= MAX_WEIGHT)
     if not ok.all():
         r = int(np.flatnonzero(~ok)[0])
-        exc = WeightError(f"sample weights must be finite and >= 0, got {float(w[r])!r} (row {r})")
+        exc = WeightError(
+            f"sample weights must be numbers from 0 to {MAX_WEIGHT:g}, got {float(w[r])!r} (row {r})"
+        )
         at_row(exc, r)
         raise exc
     return w

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import BatchMixin, Features, Label, RiverEstimator, argmax_label
+from .base import BatchMixin, Features, Label, RiverEstimator, argmax_label, check_weight
 from .native import STATE_FORMAT, STATE_VERSION
 
 
@@ -75,7 +75,8 @@ class RiverLearner(BatchMixin, RiverEstimator):
         return {k: v for k, v in x.items() if v is not None and v == v}
 
     def learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> None:  # type: ignore[override]
-        if w <= 0:
+        check_weight(w)
+        if w == 0:
             return
         if isinstance(y, np.generic):  # np.bool_, np.str_, ...: the plain Python label
             y = y.item()

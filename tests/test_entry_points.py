@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numba import njit
 
 import ensembles
 import learners
@@ -65,13 +66,12 @@ def test_every_per_example_kernel_gets_its_entry_point(name) -> None:
         assert entry is not kernel and type(entry).__name__ == "builtin_function_or_method"
 
 
+@njit(cache=False)
+def add(a, b):  # (at module level: numba's registries keep weak references to a kernel)
+    return a[0] + b
+
+
 def test_a_checked_entry_refuses_other_argument_types() -> None:
-    from numba import njit
-
-    @njit
-    def add(a, b):
-        return a[0] + b
-
     a = np.zeros(2)
     add(a, 1)
     checked = entry_point(add, (a, 1))

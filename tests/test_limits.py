@@ -192,3 +192,82 @@ def test_size_params_beyond_their_bound_raise_param_error(param, excess):
         HoeffdingTree(**{param: value})
     assert err.value.param == param and param in str(err.value)
     HoeffdingTree(**{param: int(PARAM_BOUNDS[param])})  # the bound itself is accepted
+
+
+# ----------------------------------------------------------------------------- sample weights
+HOSTILE_WEIGHTS = [1.0, 2.5, 0.0, 5e-324, 1e-300, 1e12]  # 1e12 = learners.MAX_WEIGHT
+WEIGHTED = {
+    "nb": lambda: NaiveBayes(),
+    "ht": lambda: HoeffdingTree(grace_period=20),
+    "stump": lambda: DecisionStump(),
+    "bag_nb": lambda: OnlineBagging(NaiveBayes(), n_models=3, seed=1),
+    "bag_ht": lambda: OnlineBagging(HoeffdingTree(grace_period=20), n_models=3, seed=1),
+    "leveraging": lambda: OnlineBagging(
+        HoeffdingTree(grace_period=20), n_models=3, seed=1, drift="adwin", poisson_lambda=6.0
+    ),  # fmt: skip
+    "boost_ht": lambda: OnlineBoosting(HoeffdingTree(grace_period=20), n_models=3, seed=1),
+    "boost_nb_moa": lambda: OnlineBoosting(NaiveBayes(), n_models=3, seed=1, lambda_rule="moa"),
+    "boost_adwin": lambda: OnlineBoosting(
+        HoeffdingTree(grace_period=20), n_models=3, seed=1, drift="adwin"
+    ),  # fmt: skip
+    "mlp": lambda: MLP(n_hidden=3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WEIGHTED))
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6))
+def test_extreme_weights_never_break_a_model(name, seed):
+    """Weights from 5e-324 to MAX_WEIGHT, mixed: every answer stays a distribution and learning
+    goes on. (Boosting divided by zero forever after one example of weight 1e300, and bagging
+    answered NaN after one of 1.7e308.)"""
+    import random
+
+    rng = random.Random(seed)
+    model = WEIGHTED[name]()
+    for _ in range(150):
+        x = {"a": rng.gauss(0.0, 1.0), "c": rng.choice("pqr")}
+        model.learn_one(x, rng.randrange(3), w=rng.choice(HOSTILE_WEIGHTS))
+        _check_proba(model.predict_proba_one(x))
+
+
+@pytest.mark.parametrize("w", [1e12 * (1 + 2**-52), 1e13, 1e300, 1.7e308, math.inf, -1.0, math.nan])
+def test_weights_beyond_the_bound_are_refused_and_change_nothing(w):
+    from learners import MAX_WEIGHT, WeightError
+
+    assert w > MAX_WEIGHT or not w >= 0
+    for model in (NaiveBayes(), OnlineBoosting(HoeffdingTree(), n_models=3, seed=1)):
+        model.learn_one({"a": 1.0}, "p")
+        before = model.to_state()
+        with pytest.raises(WeightError):
+            model.learn_one({"a": 2.0}, "q", w=w)
+        with pytest.raises(WeightError) as many:
+            model.learn_many([{"a": 2.0}, {"a": 3.0}], ["q", "p"], [1.0, w])
+        assert many.value.row == 1
+        after = model.to_state()
+        assert before["header"] == after["header"]
+
+
+def test_boosting_lambda_stays_finite_where_e_m_rounds_to_0_or_1():
+    """lambda / (2 (1 - e_m)) with e_m rounded to 1, lambda / (2 e_m) with e_m ~ 1e-300, a NaN:
+    each gives a finite lambda <= LAMBDA_MAX (MOA's draw saturates at 2^31 - 1), never an error."""
+    import numpy as np
+
+    from ensembles import _kernels
+    from learners.jit import kernel
+
+    step, cap = kernel(_kernels.boost_step), kernel(_kernels.capped_lambda)
+    for rule in (_kernels.LAMBDA_THESIS, _kernels.LAMBDA_MOA):
+        lams = np.zeros((3, 2))
+        lams[1, 0] = 1e300  # member 0 wrong with weight 1e300: e_0 = 1 in floating point
+        lams[2, 0] = 1e300
+        got = step(lams, 0, 1.0, True, rule)
+        assert 0.0 < got <= _kernels.LAMBDA_MAX
+        lams[:] = 0.0
+        lams[0, 1] = 1e300  # member 1 always right: e_1 = 1e-300 / 1e300
+        lams[2, 0] = 1e300
+        got = step(lams, 1, 1e-300, False, rule)
+        assert 0.0 < got <= _kernels.LAMBDA_MAX
+        lams[:] = 0.0  # lambda 0 (underflowed) on a member with nothing yet (after a reset)
+        assert step(lams, 0, 0.0, True, rule) == step(lams, 1, 0.0, False, rule) == 0.0
+    assert cap(math.nan) == cap(math.inf) == _kernels.LAMBDA_MAX and cap(3.5) == 3.5

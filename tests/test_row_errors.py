@@ -51,6 +51,7 @@ BAD = {
     "negative_weight": (({"x": 1.0, "c": "v0"}, "q", -1.0), WeightError),
     "nan_weight": (({"x": 1.0, "c": "v0"}, "q", math.nan), WeightError),
     "inf_weight": (({"x": 1.0, "c": "v0"}, "q", math.inf), WeightError),
+    "huge_weight": (({"x": 1.0, "c": "v0"}, "q", 1e13), WeightError),
     "not_a_dict": ((["x", 1.0], "p", 1.0), FeatureTypeError),
     "fifth_category": (({"x": 1.0, "c": "v4"}, "p", 1.0), LimitError),
     "infinite_value": (({"x": math.inf, "c": "v0"}, "p", 1.0), FeatureTypeError),
@@ -123,3 +124,10 @@ def test_weights_message_names_the_value() -> None:
     nb = NaiveBayes()
     with pytest.raises(WeightError, match=r"got -2\.0 \(row 1\)"):
         nb.learn_many([{"x": 1.0}, {"x": 2.0}], ["p", "q"], np.array([1.0, -2.0]))
+
+
+def test_the_service_and_the_engine_agree_on_the_largest_weight() -> None:
+    from app.validate import MAX_WEIGHT as SERVICE
+    from learners import MAX_WEIGHT
+
+    assert SERVICE == MAX_WEIGHT

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Annotated, Any, Literal, NotRequired, Self
 
 import orjson
@@ -22,6 +21,7 @@ from typing_extensions import TypedDict
 
 from app.names import NAME_PATTERN, NAME_RE, NAME_RULE
 from app.registry.handles import Example
+from app.validate import MAX_WEIGHT
 
 # Feature values are checked by the engine (numbers, strings, booleans, null; anything else is a
 # FeatureTypeError naming the feature), so pydantic only documents them: validating a union per
@@ -34,7 +34,7 @@ Value = Annotated[
 ]
 Label = StrictBool | StrictInt | StrictStr
 Features = dict[str, Value]
-Weight = Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)]  # numbers only, never a bool
+Weight = Annotated[StrictFloat, Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False)]  # never a bool
 KEY_MAX = 200  # characters of an idempotency id or a prediction id
 Key = Annotated[str, Field(min_length=1, max_length=KEY_MAX)]
 MinSeq = Annotated[
@@ -320,7 +320,7 @@ def plain_batch(raw: bytes) -> tuple[str, list[Example]] | None:
             return None
         if type(w) is int:
             w = float(w)
-        if type(w) is not float or not (0.0 <= w and math.isfinite(w)):
+        if type(w) is not float or not (0.0 <= w <= MAX_WEIGHT):
             return None
         out.append(Example(x, y, w, key))
     return (model, out) if out else None
