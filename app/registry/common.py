@@ -48,6 +48,12 @@ def is_river_spec(spec: dict[str, Any]) -> bool:
     return isinstance(learner, str) and learner.startswith("river:")
 
 
+def example_field(field: str, i: int | None) -> str:
+    """How a request names ``field`` of its example ``i`` (a batch's ``examples.<i>.<field>``;
+    ``i`` None: a single example's ``field``)."""
+    return field if i is None else f"examples.{i}.{field}"
+
+
 def error_field(exc: Exception, rows: list[int] | None = None) -> str:
     """The request field an engine error is about (``label``, ``features.<name>``, ...); with
     ``rows`` (a batch: the request position of each row the engine got) prefixed by the
@@ -67,7 +73,7 @@ def error_field(exc: Exception, rows: list[int] | None = None) -> str:
         row = 0
     if not isinstance(row, int) or not 0 <= row < len(rows):
         return field
-    return f"examples.{rows[row]}.{field}"
+    return example_field(field, rows[row])
 
 
 async def store_call(coro):

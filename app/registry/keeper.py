@@ -17,7 +17,7 @@ import orjson
 
 from app import validate
 from app.errors import InvalidInput, PredictionExpired, PredictionNotFound
-from app.registry.common import STORE_ERRORS, dumps, settle, store_call
+from app.registry.common import STORE_ERRORS, dumps, example_field, settle, store_call
 from app.settings import Settings
 from app.stores.base import Store
 
@@ -55,7 +55,7 @@ class PredictionKeeper:
             try:
                 blob = dumps({"x": x, "p": pred, "proba": proba, "exp": time.time() + ttl})
             except orjson.JSONEncodeError as exc:
-                field = f"examples.{i}.features" if many else "features"
+                field = example_field("features", i if many else None)
                 validate.check(x, field)
                 raise InvalidInput(f"{field}: cannot be stored ({exc})") from None
             if len(blob) <= self.settings.max_kept_bytes:

@@ -36,6 +36,7 @@ from app.registry.common import (
     dumps,
     engine,
     error_field,
+    example_field,
     settle,
     store_call,
 )
@@ -70,14 +71,16 @@ def _fields(ex: Example) -> dict[str, Any]:
     return rec
 
 
-def _record(ex: Example, prefix: str) -> bytes:
-    """The example's log record (JSON), or :class:`InvalidInput` naming what cannot be stored."""
-    validate.check_label(ex.label, f"{prefix}label")
+def _record(ex: Example, i: int | None) -> bytes:
+    """The example's log record (JSON), or :class:`InvalidInput` naming what cannot be stored
+    (as the request names it: ``i`` is its position in a batch, see ``example_field``)."""
+    validate.check_label(ex.label, example_field("label", i))
+    features = example_field("features", i)
     try:
         return dumps(_fields(ex))
     except orjson.JSONEncodeError as exc:
-        validate.check(ex.features, f"{prefix}features")
-        raise InvalidInput(f"{prefix}features: cannot be stored ({exc})") from None
+        validate.check(ex.features, features)
+        raise InvalidInput(f"{features}: cannot be stored ({exc})") from None
 
 
 def _records(exs: list[Example], rows: list[int], many: bool) -> list[bytes]:
@@ -94,7 +97,7 @@ def _records(exs: list[Example], rows: list[int], many: bool) -> list[bytes]:
                 continue
             except orjson.JSONEncodeError:
                 pass
-        out.append(_record(ex, f"examples.{i}." if many else ""))
+        out.append(_record(ex, i if many else None))
     return out
 
 
