@@ -36,10 +36,11 @@ class Learner(Protocol):
 
 
 def at_row(exc: BaseException, r: int) -> None:
-    """Mark an input error of a ``*_many`` call with the index of the row it is about:
-    ``exc.row`` (kept if already set: the innermost call knows best). A refusal of the whole
-    call (``max_state_bytes``, a wrong number of weights) has no ``row``."""
-    if getattr(exc, "row", None) is None:
+    """Mark an input error (a ``ValueError``; anything else is left alone) of a ``*_many`` call
+    with the index of the row it is about: ``exc.row`` (kept if already set: the innermost call
+    knows best). A refusal of the whole call (``max_state_bytes``, a wrong number of weights)
+    has no ``row``."""
+    if isinstance(exc, ValueError) and getattr(exc, "row", None) is None:
         exc.row = r  # type: ignore[attr-defined]
 
 

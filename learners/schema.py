@@ -503,8 +503,7 @@ class Schema:
                     y_codes[r] = code
         except Exception as exc:
             self.rollback(mark)
-            if isinstance(exc, ValueError):  # an input error: which row (see base.at_row)
-                at_row(exc, r)
+            at_row(exc, r)  # an input error: which row
             raise
         J = max(len(self.num_names), 1)
         A = max(len(self.cat_names), 1)
@@ -540,8 +539,7 @@ class Schema:
                     y_codes[r] = code
             except Exception as exc:
                 self.rollback(mark)
-                if isinstance(exc, ValueError):
-                    at_row(exc, r)
+                at_row(exc, r)
                 raise
         return xn, xc, np.array(y_codes, dtype=np.int64), np.array(n_cls_before, dtype=np.int64)
 
