@@ -11,6 +11,7 @@ the first run compiles). From the repository root::
 
     python benchmarks/ab.py --base /tmp/base                       # batch and per example
     python benchmarks/ab.py --base /tmp/base --modes batch --models nb,bag_nb --rounds 3
+    python benchmarks/ab.py --base /tmp/base --stream nominal      # another of peers.STREAMS
 
 This is a benchmark, not a test: it prints numbers and asserts nothing.
 """
@@ -28,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 
-def measure(root: str, mode: str, models: list[str], n: int, repeat: int) -> dict:
+def measure(root: str, mode: str, models: list[str], n: int, repeat: int, kind: str) -> dict:
     """In this process (``root`` first on the path): ``{model: [ex/s, accuracy]}``."""
     sys.path[:0] = [root, str(Path(root) / "benchmarks")]
     import peers
@@ -37,7 +38,7 @@ def measure(root: str, mode: str, models: list[str], n: int, repeat: int) -> dic
 
     if not learners.__file__.startswith(str(Path(root).resolve())):
         raise SystemExit(f"imported {learners.__file__}, not {root}'s learners")
-    stream = peers.make_stream(n)
+    stream = peers.make_stream(n, kind=kind)
     factories = peers.chorus_factories(10, 1, peers.DELTA)
     peers.loop_one(factories[models[0]](), stream[:500])  # load the kernels before timing
     out = {}
@@ -53,9 +54,9 @@ def measure(root: str, mode: str, models: list[str], n: int, repeat: int) -> dic
     return out
 
 
-def run_child(root: str, mode: str, models: str, n: int, repeat: int) -> dict:
+def run_child(root: str, mode: str, models: str, n: int, repeat: int, kind: str) -> dict:
     cmd = [sys.executable, __file__, "--child", root, "--modes", mode, "--models", models,
-           "--n", str(n), "--repeat", str(repeat)]  # fmt: skip
+           "--n", str(n), "--repeat", str(repeat), "--stream", kind]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": root}
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -71,10 +72,11 @@ def main() -> None:
     p.add_argument("--n", type=int, default=20_000, help="examples in the stream (20000)")
     p.add_argument("--repeat", type=int, default=3, help="loops per cell, fastest kept (3)")
     p.add_argument("--rounds", type=int, default=2, help="A/B alternations (2)")
+    p.add_argument("--stream", default="agrawal", help="one of peers.STREAMS (agrawal)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
-        print(json.dumps(measure(a.child, a.modes, a.models.split(","), a.n, a.repeat)))
+        print(json.dumps(measure(a.child, a.modes, a.models.split(","), a.n, a.repeat, a.stream)))
         return
     if not a.base:
         p.error("--base is required")
@@ -83,9 +85,11 @@ def main() -> None:
         got: dict[str, list] = {"A": [], "B": []}
         for i in range(a.rounds):
             for tag, root in (("A", a.base), ("B", a.new)):
-                got[tag].append(run_child(root, mode, a.models, a.n, a.repeat))
+                got[tag].append(run_child(root, mode, a.models, a.n, a.repeat, a.stream))
                 print(f"# {mode} round {i + 1} {tag} done", file=sys.stderr, flush=True)
-        print(f"\n{mode}: A = {a.base}, B = {a.new} (ex/s by CPU time, range over rounds)\n")
+        print(
+            f"\n{mode}, {a.stream}: A = {a.base}, B = {a.new} (ex/s by CPU time, range over rounds)\n"
+        )
         print("| model | A | B | B/A (medians) | accuracy A / B |")
         print("|---|---|---|---|---|")
         for name in models:

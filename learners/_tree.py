@@ -103,6 +103,7 @@ ID_BITS = 36  # a key is (slot << 38) | (id << 2) | kind: ids < 2**36, slots < 2
 MAX_ID = 1 << ID_BITS
 MAX_SLOTS = 1 << 25
 DIRECT = 32  # features (of each kind) whose rows a leaf finds through f_of / o_of
+PRODUCT_FOLD = 1e-250  # nb_proba takes the log of a product of quotients before it gets smaller
 WSUM_SLACK = 1e-6  # relative error bound of the running leaf totals ``wsum`` (see tree_learn)
 
 NODE_FIELDS = ("kind", "attr", "thr", "slot", "child", "sibling", "branch", "depth", "d_at",
@@ -1026,63 +1027,104 @@ def sort_to_leaf(T, P, m, xn, xc, n_classes, grow):
 
 # --------------------------------------------------------------------------- statistics
 @nb.njit(cache=True)
+def has_code(xc):
+    """Whether a row has a category (a code >= 0)."""
+    for a in range(xc.shape[0]):
+        if xc[a] >= 0:
+            return True
+    return False
+
+
+@nb.njit(cache=True)
+def has_number(xn):
+    """Whether a row has a numeric value (not NaN)."""
+    for j in range(xn.shape[0]):
+        if not np.isnan(xn[j]):
+            return True
+    return False
+
+
+@nb.njit(cache=True)
 def update_leaf(T, m, node, xn, xc, y, w, code_attr):
     # Scalar indexing throughout: numba array views cost ~5x in these hot loops.
     s = T.slot[m, node]
     add_weight(T, T.d_at, T.d_len, m, node, y, w)
     T.wsum[m, s] += w
-    for a in range(xc.shape[0]):
-        code = xc[a]
-        if code >= 0:
-            f = row_find(T, m, s, a, KEY_FEATURE)
-            if f < 0:
-                f = add_feature(T, m, s, a)
-            e = index_find(T, m, stat_key(s, code, KEY_VALUE))
-            if e < 0:  # a value new to this leaf (w > 0: a row exists iff its weight is > 0)
-                e = add_value(T, m, s, f, code)
-            add_weight(T, T.vw_at, T.vw_len, m, e, y, w)
-            add_weight(T, T.fw_at, T.fw_len, m, f, y, w)
-    o_of = T.o_of
-    g_at = T.g_at
-    g_len = T.g_len
-    o_fresh = T.o_fresh
-    gc = T.gc
-    gv = T.gv
-    for j in range(xn.shape[0]):
-        v = xn[j]
-        if not np.isnan(v):
-            o = o_of[m, s, j] if j < o_of.shape[2] else row_find(T, m, s, j, KEY_OBSERVER)
-            if o < 0:
-                o = add_observer(T, m, s, j)
-            ga = g_at[m, o]
-            if y < g_len[m, o] and gc[m, ga + y] == y:  # the usual few classes: no search
-                q = y
-                b = (ga + y) * NUM_STATS
-            else:  # a search; or a class new to the observer (the pool may grow: read it anew)
-                q = -1  # (an entry may have been inserted: positions in the block moved)
-                b = entry_of(T, GPOOL, g_at, g_len, m, o, y) * NUM_STATS
-                gc = T.gc
-                gv = T.gv
-            wn = gv[m, b + W] + w
-            d = v - gv[m, b + MEAN]
-            mean = gv[m, b + MEAN] + d * (w / wn)
-            gv[m, b + MEAN] = mean
-            m2_old = gv[m, b + M2]
-            m2 = m2_old + w * d * (v - mean)
-            gv[m, b + M2] = m2
-            gv[m, b + W] = wn
-            if v < gv[m, b + MIN]:
-                gv[m, b + MIN] = v
-            if v > gv[m, b + MAX]:
-                gv[m, b + MAX] = v
-            # the variances cache (gaussian_cache): only entry q is stale if the pooled variance
-            # is known positive (SETTLED) and stays so (this M2 finite and not smaller)
-            fr = o_fresh[m, o]
-            if (q >= 0 and (fr == SETTLED or fr == SETTLED + 1 + q) and 0.0 <= m2_old <= m2
-                    and m2 < np.inf):  # fmt: skip
-                o_fresh[m, o] = SETTLED + 1 + q
-            else:
-                o_fresh[m, o] = 0  # stale: nb_proba recomputes every variance when needed
+    if has_code(xc):
+        # the struct's arrays read once (each read of a field costs a reference count), and only
+        # for rows that have a category; the row headers stay put during a kernel call, the
+        # pool may move (add_weight's slow path)
+        wc = T.wc
+        wv = T.wv
+        vw_at = T.vw_at
+        vw_len = T.vw_len
+        fw_at = T.fw_at
+        fw_len = T.fw_len
+        for a in range(xc.shape[0]):
+            code = xc[a]
+            if code >= 0:
+                f = row_find(T, m, s, a, KEY_FEATURE)
+                if f < 0:
+                    f = add_feature(T, m, s, a)
+                e = index_find(T, m, stat_key(s, code, KEY_VALUE))
+                if e < 0:  # a value new to this leaf (w > 0: a row exists iff its weight is > 0)
+                    e = add_value(T, m, s, f, code)
+                b = vw_at[m, e]  # (add_weight, inline for the usual few classes)
+                if y < vw_len[m, e] and wc[m, b + y] == y:
+                    wv[m, b + y] += w
+                else:
+                    add_weight(T, vw_at, vw_len, m, e, y, w)
+                    wc = T.wc
+                    wv = T.wv
+                b = fw_at[m, f]
+                if y < fw_len[m, f] and wc[m, b + y] == y:
+                    wv[m, b + y] += w
+                else:
+                    add_weight(T, fw_at, fw_len, m, f, y, w)
+                    wc = T.wc
+                    wv = T.wv
+    if has_number(xn):
+        o_of = T.o_of
+        g_at = T.g_at
+        g_len = T.g_len
+        o_fresh = T.o_fresh
+        gc = T.gc
+        gv = T.gv
+        for j in range(xn.shape[0]):
+            v = xn[j]
+            if not np.isnan(v):
+                o = o_of[m, s, j] if j < o_of.shape[2] else row_find(T, m, s, j, KEY_OBSERVER)
+                if o < 0:
+                    o = add_observer(T, m, s, j)
+                ga = g_at[m, o]
+                if y < g_len[m, o] and gc[m, ga + y] == y:  # the usual few classes: no search
+                    q = y
+                    b = (ga + y) * NUM_STATS
+                else:  # a search; or a class new to the observer (the pool may grow: read it anew)
+                    q = -1  # (an entry may have been inserted: positions in the block moved)
+                    b = entry_of(T, GPOOL, g_at, g_len, m, o, y) * NUM_STATS
+                    gc = T.gc
+                    gv = T.gv
+                wn = gv[m, b + W] + w
+                d = v - gv[m, b + MEAN]
+                mean = gv[m, b + MEAN] + d * (w / wn)
+                gv[m, b + MEAN] = mean
+                m2_old = gv[m, b + M2]
+                m2 = m2_old + w * d * (v - mean)
+                gv[m, b + M2] = m2
+                gv[m, b + W] = wn
+                if v < gv[m, b + MIN]:
+                    gv[m, b + MIN] = v
+                if v > gv[m, b + MAX]:
+                    gv[m, b + MAX] = v
+                # the variances cache (gaussian_cache): only entry q is stale if the pooled variance
+                # is known positive (SETTLED) and stays so (this M2 finite and not smaller)
+                fr = o_fresh[m, o]
+                if (q >= 0 and (fr == SETTLED or fr == SETTLED + 1 + q) and 0.0 <= m2_old <= m2
+                        and m2 < np.inf):  # fmt: skip
+                    o_fresh[m, o] = SETTLED + 1 + q
+                else:
+                    o_fresh[m, o] = 0  # stale: nb_proba recomputes every variance when needed
 
 
 @nb.njit(cache=True)
@@ -1373,19 +1415,6 @@ def normalize_node(T, m, node, n_classes, pk, pv):
 
 
 @nb.njit(cache=True)
-def weight_of(wc, wv, m, a, n, k, j):
-    """(weight of class k, where the search stops) in the block at ``a`` with n entries, scanning
-    from offset j (classes are asked in increasing order: a merge)."""
-    if k < n and wc[m, a + k] == k:  # the usual few classes: at their own offset
-        return wv[m, a + k], k
-    while j < n and wc[m, a + j] < k:
-        j += 1
-    if j < n and wc[m, a + j] == k:
-        return wv[m, a + j], j
-    return 0.0, j
-
-
-@nb.njit(cache=True)
 def nb_proba(T, m, node, xn, xc, n_classes, pk, pv):
     """Naive Bayes at a leaf: class priors from the leaf's weights, Laplace-smoothed category
     likelihoods ((n + 1) / (n_class + V) with V the values seen at the leaf), Gaussian numeric
@@ -1403,65 +1432,101 @@ def nb_proba(T, m, node, xn, xc, n_classes, pk, pv):
     for i in range(dn):
         pk[i] = wc[m, da + i]
         logp[i] = math.log(wv[m, da + i])  # entries have weight > 0
-    for a in range(xc.shape[0]):
-        code = xc[a]
-        if code < 0:
-            continue
-        f = row_find(T, m, s, a, KEY_FEATURE)
-        if f < 0:
-            continue  # feature never observed at this leaf
-        V = T.nvals[m, f]
-        e = index_find(T, m, stat_key(s, code, KEY_VALUE))
-        if e < 0:
-            continue  # value never learned at this leaf: skipped, like an unseen value
-        fa = T.fw_at[m, f]
-        fn = T.fw_len[m, f]
-        ea = T.vw_at[m, e]
-        en = T.vw_len[m, e]
-        jf = 0
-        je = 0
+    if has_code(xc):
+        # Category likelihoods are multiplied, and the product's log is taken once (or whenever it
+        # falls below PRODUCT_FOLD, so it never underflows: each quotient is at least 1 / (n_c + V)):
+        # one log per class instead of one per class and feature (MOA multiplies them all).
+        # (the struct's fields are read only for rows that have a category: each read of a field
+        # costs a reference count, ~10% of a numeric stream's batch)
+        nvals = T.nvals
+        fw_at = T.fw_at
+        fw_len = T.fw_len
+        vw_at = T.vw_at
+        vw_len = T.vw_len
         for i in range(dn):
-            cw, jf = weight_of(wc, wv, m, fa, fn, pk[i], jf)
-            ce, je = weight_of(wc, wv, m, ea, en, pk[i], je)
-            logp[i] += math.log((ce + 1.0) / (cw + V))
-    o_of = T.o_of
-    o_fresh = T.o_fresh
-    g_at = T.g_at
-    g_len = T.g_len
-    gc = T.gc
-    gv = T.gv
-    for j in range(xn.shape[0]):
-        v = xn[j]
-        if np.isnan(v):
-            continue
-        o = o_of[m, s, j] if j < o_of.shape[2] else row_find(T, m, s, j, KEY_OBSERVER)
-        if o < 0:
-            continue  # feature never observed at this leaf
-        if o_fresh[m, o] != 1 and o_fresh[m, o] != SETTLED:  # (see gaussian_cache)
-            gaussian_cache(T, m, o)
-        ga = g_at[m, o]
-        gn = g_len[m, o]
-        q = 0
+            pv[dn + i] = 1.0  # the product of class i's category likelihoods (pv holds 2C)
+        for a in range(xc.shape[0]):
+            code = xc[a]
+            if code < 0:
+                continue
+            f = row_find(T, m, s, a, KEY_FEATURE)
+            if f < 0:
+                continue  # feature never observed at this leaf
+            V = nvals[m, f]
+            e = index_find(T, m, stat_key(s, code, KEY_VALUE))
+            if e < 0:
+                continue  # value never learned at this leaf: skipped, like an unseen value
+            fa = fw_at[m, f]
+            fn = fw_len[m, f]
+            ea = vw_at[m, e]
+            en = vw_len[m, e]
+            jf = 0
+            je = 0
+            for i in range(dn):
+                k = pk[i]
+                # class k's weight in the feature row's block, then in the value row's, scanning from
+                # where the last class' search stopped (classes are asked in increasing order)
+                if k < fn and wc[m, fa + k] == k:  # the usual few classes: at their own offset
+                    cw = wv[m, fa + k]
+                    jf = k
+                else:
+                    while jf < fn and wc[m, fa + jf] < k:
+                        jf += 1
+                    cw = wv[m, fa + jf] if jf < fn and wc[m, fa + jf] == k else 0.0
+                if k < en and wc[m, ea + k] == k:
+                    ce = wv[m, ea + k]
+                    je = k
+                else:
+                    while je < en and wc[m, ea + je] < k:
+                        je += 1
+                    ce = wv[m, ea + je] if je < en and wc[m, ea + je] == k else 0.0
+                q = pv[dn + i] * ((ce + 1.0) / (cw + V))
+                if q < PRODUCT_FOLD:
+                    logp[i] += math.log(q)
+                    q = 1.0
+                pv[dn + i] = q
         for i in range(dn):
-            k = pk[i]
-            if k < gn and gc[m, ga + k] == k:  # the usual few classes: at their own offset
-                q = k
-            else:
-                while q < gn and gc[m, ga + q] < k:
-                    q += 1
-                if q >= gn or gc[m, ga + q] != k:
-                    continue  # no weight for the class
-            b = (ga + q) * NUM_STATS
-            if gv[m, b + W] <= 0.0:
+            if pv[dn + i] != 1.0:  # (a numeric stream's terms are exactly as they were)
+                logp[i] += math.log(pv[dn + i])
+    if has_number(xn):
+        o_of = T.o_of
+        o_fresh = T.o_fresh
+        g_at = T.g_at
+        g_len = T.g_len
+        gc = T.gc
+        gv = T.gv
+        for j in range(xn.shape[0]):
+            v = xn[j]
+            if np.isnan(v):
                 continue
-            z = v - gv[m, b + MEAN]
-            if gv[m, b + VAR] < 0.0:  # point mass: density 1 at the value, 0 elsewhere
-                if z != 0.0:
-                    logp[i] = -np.inf
-                continue
-            if gv[m, b + VAR] == np.inf:  # an uninformative feature: its term is exactly 0
-                continue  # (computed, z * z / inf is NaN once z * z overflows, |z| > 1.3e154)
-            logp[i] += -0.5 * z * z / gv[m, b + VAR] - 0.5 * gv[m, b + LOGVAR] - LOG2PI_HALF
+            o = o_of[m, s, j] if j < o_of.shape[2] else row_find(T, m, s, j, KEY_OBSERVER)
+            if o < 0:
+                continue  # feature never observed at this leaf
+            if o_fresh[m, o] != 1 and o_fresh[m, o] != SETTLED:  # (see gaussian_cache)
+                gaussian_cache(T, m, o)
+            ga = g_at[m, o]
+            gn = g_len[m, o]
+            q = 0
+            for i in range(dn):
+                k = pk[i]
+                if k < gn and gc[m, ga + k] == k:  # the usual few classes: at their own offset
+                    q = k
+                else:
+                    while q < gn and gc[m, ga + q] < k:
+                        q += 1
+                    if q >= gn or gc[m, ga + q] != k:
+                        continue  # no weight for the class
+                b = (ga + q) * NUM_STATS
+                if gv[m, b + W] <= 0.0:
+                    continue
+                z = v - gv[m, b + MEAN]
+                if gv[m, b + VAR] < 0.0:  # point mass: density 1 at the value, 0 elsewhere
+                    if z != 0.0:
+                        logp[i] = -np.inf
+                    continue
+                if gv[m, b + VAR] == np.inf:  # an uninformative feature: its term is exactly 0
+                    continue  # (computed, z * z / inf is NaN once z * z overflows, |z| > 1.3e154)
+                logp[i] += -0.5 * z * z / gv[m, b + VAR] - 0.5 * gv[m, b + LOGVAR] - LOG2PI_HALF
     mx = -np.inf
     for i in range(dn):
         if logp[i] > mx:
@@ -1777,9 +1842,9 @@ def classes_needed(n_cls, ys, start, do_learn):
 @nb.njit(cache=True)
 def member_buffers(B, C):
     """A run's scratch: ``pk``/``pv`` for a member's sparse probabilities (at least ``C`` classes,
-    see ``classes_needed``; also learning's scratch) and ``hint`` ([M, 4], -1: the route and
+    see ``classes_needed``; ``pv`` twice that, see ``nb_proba``; also learning's scratch) and ``hint`` ([M, 4], -1: the route and
     results ``tree_proba`` and ``tree_learn`` leave for the same example)."""
-    return np.empty(C, np.int64), np.empty(C), np.full((B.kind.shape[0], 4), -1, dtype=np.int64)
+    return np.empty(C, np.int64), np.empty(2 * C), np.full((B.kind.shape[0], 4), -1, dtype=np.int64)
 
 
 @nb.njit(cache=True)

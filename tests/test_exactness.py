@@ -7,6 +7,8 @@ import random
 from collections import defaultdict
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from streams import categorical_stream, mixed_stream
 
 from learners import DecisionStump, NaiveBayes
@@ -89,6 +91,56 @@ def test_naive_bayes_online_equals_batch(seed):
                 assert set(online) >= set(batch)
                 for c, p in batch.items():
                     assert online[c] == pytest.approx(p, abs=1e-9), (i, probe, c)
+
+
+def assert_matches_batch(nb, data, probes, where):
+    for probe in probes:
+        online = nb.predict_proba_one(probe)
+        batch = batch_naive_bayes(data, probe)
+        assert set(online) >= set(batch), (where, probe)
+        for c, p in batch.items():
+            assert online[c] == pytest.approx(p, abs=1e-9), (where, c, online, batch)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_naive_bayes_with_hundreds_of_categorical_features_equals_batch(seed):
+    """The category likelihoods are multiplied and the product's log taken once (nb_proba);
+    with 400 features of 30 values the product (about 1e-560) would underflow to 0 unless it is
+    folded into the log first, and every class would look impossible."""
+    rng = random.Random(seed)
+    data = []
+    for _ in range(300):
+        y = rng.choice("abc")
+        bias = "abc".index(y)
+        x = {f"f{j}": f"v{(rng.randrange(30) + bias * (j % 10 == 0)) % 30}" for j in range(400)}
+        data.append((x, y, rng.choice([1.0, 0.5, 2.0])))
+    nb = NaiveBayes()
+    for x, y, w in data:
+        nb.learn_one(x, y, w=w)
+    probes = [x for x, _, _ in data[:5]] + [{f"f{j}": "v3" for j in range(400)}]
+    assert_matches_batch(nb, data, probes, seed)
+    # not degenerate: some answer is not (nearly) certain
+    assert min(max(nb.predict_proba_one(p).values()) for p in probes) < 1 - 1e-6
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_naive_bayes_categorical_likelihoods_equal_batch(data):
+    """Any categorical stream, any weights in the engine's range: the product form of the
+    category likelihoods answers as the sum of their logs does (to 1e-9)."""
+    n_features = data.draw(st.integers(1, 120), label="features")
+    n_values = data.draw(st.integers(1, 8), label="values")
+    classes = data.draw(st.integers(1, 4), label="classes")
+    weights = st.sampled_from([1e-300, 1e-6, 0.5, 1.0, 3.0, 1e6, 1e12])
+    rows = data.draw(st.lists(st.tuples(
+        st.lists(st.integers(-1, n_values - 1), min_size=n_features, max_size=n_features),
+        st.integers(0, classes - 1), weights), min_size=1, max_size=40), label="rows")  # fmt: skip
+    stream = [({f"f{j}": f"v{v}" for j, v in enumerate(vals) if v >= 0}, f"c{y}", w)
+              for vals, y, w in rows]  # fmt: skip
+    nb = NaiveBayes()
+    for x, y, w in stream:
+        nb.learn_one(x, y, w=w)
+    assert_matches_batch(nb, stream, [x for x, _, _ in stream[:6]], len(stream))
 
 
 def entropy(d):

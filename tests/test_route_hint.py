@@ -277,5 +277,7 @@ def test_any_calls_on_an_example_equal_routing_every_call(examples) -> None:
     categories a full tree's shared branch takes until learning gives them one, in any order:
     the hint is always what routing from the root would find."""
     fast, slow = _replay(examples, True), _replay(examples, False)
-    assert fast[0] == slow[0]
+    # (NaN equal to NaN: forcing one code on every feature makes value rows that two features
+    # share, a state no schema makes, where a quotient can be 1/0 — in both, at 1e8f014 too)
+    assert same(fast[0], slow[0]), (fast[0], slow[0])
     assert all(same(a, b) for a, b in zip(fast[1], slow[1], strict=True))
