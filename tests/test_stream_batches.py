@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import sys
+import threading
 
 import numpy as np
 import pandas as pd
@@ -134,6 +135,38 @@ def test_bagging_with_threads_overlaps_the_batches(monkeypatch):
     want = sequential(MODELS["bag_ht"](1), batches)
     assert list(MODELS["bag_ht"](2).predict_learn_batches(batches)) == want
     assert started == [100, 150, 64, 93]  # not the batches of 30 and 63 rows (< 64)
+
+
+def test_the_next_batch_is_encoded_while_the_members_learn(monkeypatch):
+    """The overlap itself: batch i's members wait (in the stream's thread) until the calling
+    thread has encoded batch i+1; a stream that waited for the members before encoding the
+    next batch would leave them waiting (here: until a timeout, then the test fails)."""
+    batches = batches_of(growing_stream(600, seed=8), [100])
+    encoded = [threading.Event() for _ in batches]
+    overlapped: list[bool] = []
+    stage, start = backends.CompiledBackend.stage, backends.CompiledBackend.start
+
+    def staging(self, X, ys, ws):
+        staged = stage(self, X, ys, ws)
+        encoded[sum(e.is_set() for e in encoded)].set()
+        return staged
+
+    def starting(self, staged, *, predict):
+        members, i = start(self, staged, predict=predict), len(overlapped)
+        overlapped.append(False)
+
+        def waiting():
+            last = i + 1 == len(batches)
+            overlapped[i] = last or encoded[i + 1].wait(timeout=10)
+            return members()
+
+        return waiting
+
+    monkeypatch.setattr(backends.CompiledBackend, "stage", staging)
+    monkeypatch.setattr(backends.CompiledBackend, "start", starting)
+    want = sequential(MODELS["bag_nb"](1), batches)
+    assert list(MODELS["bag_nb"](2).predict_learn_batches(batches)) == want
+    assert overlapped == [True] * len(batches)
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
