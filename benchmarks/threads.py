@@ -21,6 +21,15 @@ members (encoding the rows, building the answers, combining votes, growing array
 serial) and the members' CPU, with the speed-up that serial part leaves if the members split
 evenly at no cost (Amdahl's bound).
 
+``--calls predict_learn_batches,learn_batches`` times the pipelined stream calls on the same
+blocks (``ensembles/stream.py``: the members of block i learn while the calling thread encodes
+block i+1 and builds the answers of block i-1; at one thread they are the batch calls in order).
+Their critical path is ``PipelinePath``'s: per block, the longest of the calling thread's CPU
+between two starts, the members' side (the stream thread's CPU outside the members plus each
+phase's makespan, as above, plus a hand-off each way) and that step's CPU over the thread count
+(three threads share two cores), plus what is serial (the first block's encoding, starting each
+block, the last block's answers). A third table splits it.
+
 Every model first runs an untimed warm-up on a throwaway copy at the same thread count (the
 parallel kernels compile or load from numba's cache there). The thread counts are then run in
 turn, ``--repeat`` rounds, alternating the order (1, 2, 3, 4 then 4, 3, 2, 1, ...) so that a change
