@@ -37,6 +37,7 @@ batch call itself, in order, after the batch before is done: the same results, w
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -48,6 +49,23 @@ from learners.jit import compiled_here
 # thread (encoding the next batch) gives up only when asked, after this many seconds (Python's
 # default 5 ms would hold up every phase of the members); restored when the stream ends
 SWITCH_INTERVAL = 0.0002
+_switch = threading.Lock()
+_lowered = [0, 0.0]  # streams running with the interval lowered, and the interval before them
+
+
+def _lower_switch_interval() -> None:
+    with _switch:
+        if _lowered[0] == 0:
+            _lowered[1] = sys.getswitchinterval()
+            sys.setswitchinterval(min(_lowered[1], SWITCH_INTERVAL))
+        _lowered[0] += 1
+
+
+def _restore_switch_interval() -> None:
+    with _switch:
+        _lowered[0] -= 1
+        if _lowered[0] == 0:  # the last stream running: the interval before the first
+            sys.setswitchinterval(_lowered[1])
 
 
 def batch_parts(batch: Any) -> tuple[Any, Any, Any]:
@@ -71,7 +89,6 @@ def run_batches(model: Any, batches: Iterable[Any], *, predict: bool) -> Iterato
     backend = model._backend
     frames = model._reads_frames()
     learner: ThreadPoolExecutor | None = None
-    switch = sys.getswitchinterval()
     flowing: _Batch | None = None  # the batch whose members are learning
     next_staged: tuple | None = None  # the batch encoded while they learn
 
@@ -118,7 +135,7 @@ def run_batches(model: Any, batches: Iterable[Any], *, predict: bool) -> Iterato
                 continue
             if learner is None:
                 learner = ThreadPoolExecutor(1, thread_name_prefix="chorus-stream")
-                sys.setswitchinterval(min(switch, SWITCH_INTERVAL))
+                _lower_switch_interval()
             flowing = _Batch(learner.submit(_compiled, members), next_staged, index)
             next_staged = None
             if before is not None:  # built while the members learn the next batch
@@ -132,9 +149,9 @@ def run_batches(model: Any, batches: Iterable[Any], *, predict: bool) -> Iterato
             try:
                 flowing.future.result()
             finally:
-                _shutdown(learner, switch)
+                _shutdown(learner)
         else:
-            _shutdown(learner, switch)
+            _shutdown(learner)
 
 
 def _compiled(members: Any) -> Any:
@@ -142,7 +159,7 @@ def _compiled(members: Any) -> Any:
         return members()
 
 
-def _shutdown(learner: ThreadPoolExecutor | None, switch: float) -> None:
+def _shutdown(learner: ThreadPoolExecutor | None) -> None:
     if learner is not None:
         learner.shutdown(wait=True)
-        sys.setswitchinterval(switch)
+        _restore_switch_interval()

@@ -302,6 +302,19 @@ def test_closing_a_stream_early_learns_the_batch_it_took():
     assert_same_model(model, want_model)
 
 
+def test_the_switch_interval_is_restored_when_the_last_of_two_streams_ends():
+    before = sys.getswitchinterval()
+    first, second = MODELS["bag_nb"](2), MODELS["bag_ht"](2)
+    a = first.predict_learn_batches(batches_of(growing_stream(300, seed=7), [100]))
+    b = second.predict_learn_batches(batches_of(growing_stream(300, seed=8), [100]))
+    next(a)
+    next(b)
+    list(a)
+    assert sys.getswitchinterval() == pytest.approx(min(before, stream.SWITCH_INTERVAL))
+    list(b)
+    assert sys.getswitchinterval() == pytest.approx(before)
+
+
 def test_the_switch_interval_is_restored():
     before = sys.getswitchinterval()
     model = MODELS["bag_nb"](2)
