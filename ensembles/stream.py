@@ -127,7 +127,10 @@ def run_batches(model: Any, batches: Iterable[Any], *, predict: bool) -> Iterato
             out = done(before) if before is not None else None
             members = None
             if next_staged is not None:
-                members = backend.start(next_staged, predict=predict)
+                try:
+                    members = backend.start(next_staged, predict=predict)
+                except Exception:  # noqa: BLE001 - as refused: the batch call below says why
+                    backend.unstage(next_staged)
             if members is None:  # run by the batch call, after the batch before
                 if before is not None:
                     yield answers(before, out)

@@ -274,6 +274,32 @@ def test_a_batch_over_max_state_bytes_is_refused_as_the_batch_call_refuses_it():
     assert_same_model(model, want_model)
 
 
+def test_a_batch_the_members_cannot_start_fails_as_the_batch_call_fails(monkeypatch):
+    """An engine error when a batch starts (here: ``MemoryError`` for the batch of 77 rows)
+    comes after the earlier batches' answers, and leaves the model as the batch call leaves it."""
+    from learners._bank import TreeBank
+
+    start = TreeBank.start_encoded
+
+    def failing(self, kernel, ipar, fstate, xn, *args, **kw):
+        if xn.shape[0] == 77:
+            raise MemoryError("no room")
+        return start(self, kernel, ipar, fstate, xn, *args, **kw)
+
+    monkeypatch.setattr(TreeBank, "start_encoded", failing)
+    batches = batches_of(growing_stream(500, seed=9, late_at=250), [100, 100, 77, 100])
+    want_model = MODELS["bag_ht"](1)
+    want = sequential(want_model, batches[:2])
+    with pytest.raises(MemoryError):
+        want_model.predict_learn_many(*batches[2])
+    model = MODELS["bag_ht"](2)
+    answers = model.predict_learn_batches(batches)
+    assert [next(answers), next(answers)] == want
+    with pytest.raises(MemoryError):
+        next(answers)
+    assert_same_model(model, want_model)
+
+
 def test_dataframes_and_weights_give_what_the_batch_calls_give():
     data = growing_stream(600, seed=5, late_at=10**9)
     frames = [(pd.DataFrame(b[0], index=range(i * 1000, i * 1000 + len(b[0]))), pd.Series(b[1]),
