@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import sys
 import threading
+import time
 
 import numpy as np
 import pandas as pd
@@ -314,7 +315,14 @@ def test_dataframes_and_weights_give_what_the_batch_calls_give():
     assert_same_model(model, want_model)
 
 
-def test_closing_a_stream_early_learns_the_batch_it_took():
+def test_closing_a_stream_early_learns_the_batch_it_took(monkeypatch):
+    start = backends.CompiledBackend.start
+
+    def slow(self, staged, *, predict):  # members that take a while: closing must wait
+        members = start(self, staged, predict=predict)
+        return lambda: time.sleep(0.2) or members()
+
+    monkeypatch.setattr(backends.CompiledBackend, "start", slow)
     batches = batches_of(growing_stream(800, seed=6), [100])
     want_model = MODELS["bag_ht"](1)
     sequential(want_model, batches[:4])  # answered 3, taken 4
