@@ -533,6 +533,16 @@ def replay(
     progress: Annotated[
         bool, typer.Option(help="Show a progress bar (only on a terminal).")
     ] = True,
+    threads: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=256,
+            envvar="CHORUS_THREADS",
+            help="--local: threads of the model's batches (bagging: the members of one batch "
+            "learn while the next is encoded; the same predictions for any value).",
+        ),
+    ] = 1,
 ) -> None:
     """Replay a file prequentially: predict each row, then learn it, in file order.
 
@@ -564,6 +574,7 @@ def replay(
             on_start=live.start,
             on_progress=live.update,
             save=save,
+            threads=threads,
         )
     except ReaderError as exc:
         fail(str(exc))

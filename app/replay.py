@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -208,11 +209,12 @@ class Target(Protocol):
 class LocalTarget:
     """A model in this process, built by ``ensembles.build_model``."""
 
-    def __init__(self, spec: dict[str, Any]) -> None:
+    def __init__(self, spec: dict[str, Any], threads: int = 1) -> None:
         from ensembles import build_model  # the engine is only needed for local replays
 
         try:
             self.model = build_model(spec)
+            self.model.threads = threads
         except ValueError as exc:
             raise ReplayError(f"bad model spec: {exc}") from None
         self.spec = spec
@@ -227,12 +229,42 @@ class LocalTarget:
             probas = [self.model.predict_learn_one(ex.x, ex.y)]
         else:
             probas = self.model.predict_learn_many([e.x for e in batch], [e.y for e in batch])
-        from learners import argmax_label  # loaded with the engine (local replays only)
+        return _outcomes(batch, probas)
 
-        return [
-            RowOutcome(e.row, e.y, argmax_label(p), dict(p))
-            for e, p in zip(batch, probas, strict=True)
-        ]
+    def steps(
+        self, batches: Iterable[list[Example]]
+    ) -> Iterator[tuple[list[Example], list[RowOutcome]]]:
+        """``step`` over a stream of batches, each with its outcomes: the model's
+        ``predict_learn_batches`` (a batch of one row goes through ``step``, as before), so with
+        ``threads`` the members of one batch learn while the next is read and encoded. The same
+        predictions as ``step`` batch after batch."""
+        source = iter(batches)
+        taken: deque[list[Example]] = deque()
+        single: list[list[Example]] = []
+
+        def rows(first: list[Example]) -> Iterator[tuple[list, list]]:
+            batch = first
+            while True:
+                taken.append(batch)
+                yield [e.x for e in batch], [e.y for e in batch]
+                batch = next(source, [])
+                if len(batch) <= 1:  # the end, or a batch of one row: it ends this stream
+                    single.extend([batch] if batch else [])
+                    return
+
+        for batch in source:
+            if len(batch) > 1:
+                stream = self.model.predict_learn_batches(rows(batch))
+                try:
+                    for probas in stream:
+                        done = taken.popleft()
+                        yield done, _outcomes(done, probas)
+                finally:  # (closed early: waits for the batch its members learn)
+                    stream.close()
+                if not single:
+                    continue
+                batch = single.pop()
+            yield batch, self.step(batch, [])
 
     def n_seen(self) -> int:
         return int(self.model.n_seen)
@@ -394,6 +426,7 @@ def run_replay(
     on_progress: ProgressHook | None = None,
     stop_after: int | None = None,
     save: str | Path | None = None,
+    threads: int = 1,
 ) -> ReplayReport:
     """Replay a file prequentially into a local model (``client=None``) or a server model.
 
@@ -433,6 +466,10 @@ def run_replay(
         Stop (as if interrupted) after this many examples; for tests of ``resume``.
     save
         Local replays only: write the trained model to this snapshot file (``chorus import``).
+    threads
+        Local replays only: the model's ``threads`` (online bagging learns a batch's members in
+        that many threads while the next batch is read and encoded: ``predict_learn_batches``;
+        the same predictions for any value).
 
     Returns
     -------
@@ -458,7 +495,7 @@ def run_replay(
     if client is None:
         if resume:
             raise ReplayError("--resume needs --server: a local replay keeps no state between runs")
-        runner: Target = LocalTarget(spec or parse_spec(DEFAULT_SPEC))
+        runner: Target = LocalTarget(spec or parse_spec(DEFAULT_SPEC), threads)
         mode = "local"
     else:
         runner = ServerTarget(client, name, spec, resume=resume, path=str(path))
@@ -485,16 +522,32 @@ def run_replay(
         on_start(info, total)
 
     started = time.perf_counter()
-    try:
+    cut: list[list[Example]] = []  # the batch cut short by stop_after (no progress after it)
+
+    def chunks() -> Iterator[list[Example]]:
+        taken = 0
         for chunk in _batches(read_examples(info, limit=limit), batch):
-            if stop_after is not None and board.n_examples + len(chunk) > stop_after:
-                chunk = chunk[: stop_after - board.n_examples]
+            if stop_after is not None and taken + len(chunk) > stop_after:
+                chunk = chunk[: stop_after - taken]
                 if chunk:
-                    _apply(runner, chunk, info, board, report)
+                    cut.append(chunk)
+                    yield chunk
                 report.interrupted = True
-                break
-            _apply(runner, chunk, info, board, report)
-            if on_progress is not None:
+                return
+            taken += len(chunk)
+            yield chunk
+
+    # a local model learns the chunks as a stream (``predict_learn_batches``), a server one by
+    # one request per chunk (in _apply)
+    steps: Iterable[tuple[list[Example], list[RowOutcome] | None]]
+    if isinstance(runner, LocalTarget):
+        steps = runner.steps(chunks())
+    else:
+        steps = ((chunk, None) for chunk in chunks())
+    try:
+        for chunk, outcomes in steps:
+            _apply(runner, chunk, info, board, report, outcomes)
+            if on_progress is not None and not (cut and chunk is cut[0]):
                 on_progress(board, time.perf_counter() - started)
     except KeyboardInterrupt:
         report.interrupted = True
@@ -502,6 +555,9 @@ def run_replay(
         done = f" (rows before row {board.last_row + 1} were replayed)" if board.last_row else ""
         report.error = f"{exc}{done}"
     finally:
+        close = getattr(steps, "close", None)
+        if close is not None:  # (a local stream waits for the batch its members learn)
+            close()
         report.elapsed_s = time.perf_counter() - started
     _finish(report, board, runner)
     if save is not None and isinstance(runner, LocalTarget):
@@ -509,10 +565,26 @@ def run_replay(
     return report
 
 
+def _outcomes(batch: list[Example], probas: list[dict]) -> list[RowOutcome]:
+    """A local model's predictions of ``batch`` as outcomes."""
+    from learners import argmax_label  # loaded with the engine (local replays only)
+
+    return [
+        RowOutcome(e.row, e.y, argmax_label(p), dict(p)) for e, p in zip(batch, probas, strict=True)
+    ]
+
+
 def _apply(
-    runner: Target, chunk: list[Example], info: FileInfo, board: Scoreboard, report: ReplayReport
+    runner: Target,
+    chunk: list[Example],
+    info: FileInfo,
+    board: Scoreboard,
+    report: ReplayReport,
+    outcomes: list[RowOutcome] | None = None,
 ) -> None:
-    outcomes = runner.step(chunk, [row_id(info.sha1, e.row) for e in chunk])
+    """Score ``chunk``'s outcomes (predict-then-learn it first when not given)."""
+    if outcomes is None:
+        outcomes = runner.step(chunk, [row_id(info.sha1, e.row) for e in chunk])
     for outcome in outcomes:
         board.update(outcome)
     if report.outcomes is not None:

@@ -21,6 +21,15 @@ members (encoding the rows, building the answers, combining votes, growing array
 serial) and the members' CPU, with the speed-up that serial part leaves if the members split
 evenly at no cost (Amdahl's bound).
 
+``--calls predict_learn_batches,learn_batches`` times the pipelined stream calls on the same
+blocks (``ensembles/stream.py``: the members of block i learn while the calling thread encodes
+block i+1 and builds the answers of block i-1; at one thread they are the batch calls in order).
+Their critical path is ``PipelinePath``'s: per block, the longest of the calling thread's CPU
+between two starts, the members' side (the stream thread's CPU outside the members plus each
+phase's makespan, as above, plus a hand-off each way) and that step's CPU over the thread count
+(three threads share two cores), plus what is serial (the first block's encoding, starting each
+block, the last block's answers). A third table splits it.
+
 Every model first runs an untimed warm-up on a throwaway copy at the same thread count (the
 parallel kernels compile or load from numba's cache there). The thread counts are then run in
 turn, ``--repeat`` rounds, alternating the order (1, 2, 3, 4 then 4, 3, 2, 1, ...) so that a change
@@ -99,11 +108,27 @@ def factory(key: str, threads: int) -> Any:
 def timed_loop(model: Any, xs: list, ys: list, batch: int, call: str) -> tuple[float, float]:
     """Wall seconds and process CPU seconds of the batch loop (``call``: ``predict_learn_many``,
     the prequential loop, or ``learn_many``)."""
-    run = getattr(model, call)
     t0, c0 = time.perf_counter(), time.process_time()
-    for i in range(0, len(xs), batch):
-        run(xs[i : i + batch], ys[i : i + batch])
+    run_calls(model, xs, ys, batch, call)
     return time.perf_counter() - t0, time.process_time() - c0
+
+
+STREAM_CALLS = ("predict_learn_batches", "learn_batches")
+
+
+def run_calls(model: Any, xs: list, ys: list, batch: int, call: str) -> None:
+    """The batch loop: ``call`` on each block of ``batch`` rows, or (a stream call) on the
+    stream of blocks, consuming every batch's answers."""
+    blocks = ((xs[i : i + batch], ys[i : i + batch]) for i in range(0, len(xs), batch))
+    if call == "predict_learn_batches":
+        for _ in model.predict_learn_batches(blocks):
+            pass
+    elif call == "learn_batches":
+        model.learn_batches(blocks)
+    else:
+        run = getattr(model, call)
+        for X, y in blocks:
+            run(X, y)
 
 
 class CriticalPath:
@@ -205,6 +230,111 @@ class CriticalPath:
         return serial + sum(self._makespan(p, orders) for p in self.phases)
 
 
+class PipelinePath(CriticalPath):
+    """The critical path of a pipelined stream (``predict_learn_batches`` / ``learn_batches``)
+    on ``threads`` idle cores, from thread CPU times.
+
+    The stream runs with the members of each phase one at a time in the stream's thread, timed
+    (as ``CriticalPath``), and records the calling thread's CPU clock where it starts each batch
+    (``CompiledBackend.start``) and builds each batch's answers. Batch i's members take ``K_i``:
+    the stream thread's CPU outside the members (combining votes, growing arrays) plus each
+    phase's makespan (``CriticalPath``), plus a hand-off each way. Meanwhile the calling thread
+    works ``M_i`` (its CPU from the start of batch i to the start of batch i+1: the answers of
+    batch i-1, the encoding of batch i+1). Starting batch i+1 (``S_{i+1}``, serial) waits for
+    both, so the step takes ``max(M_i, K_i, (M_i + C_i) / threads) + S_{i+1}``, where ``C_i``
+    is the stream thread's and the members' CPU of batch i: the third term is the CPU of the
+    step shared evenly by ``threads`` cores (three threads on two cores). The first batch's
+    encoding and start, and the last batch's answers, are serial. An estimate for idle cores
+    that share perfectly: it leaves out what the threads wait for the GIL (at most
+    ``stream.SWITCH_INTERVAL`` per hand-off) and any cache cost."""
+
+    def __enter__(self) -> PipelinePath:
+        super().__enter__()
+        from ensembles import backends
+
+        cp = self
+        self.starts: list[tuple[float, float]] = []  # calling thread CPU at start()'s entry, exit
+        self.answer_cpu: list[float] = []  # calling thread CPU building each batch's answers
+        self.batches: list[tuple[float, int, int]] = []  # stream thread CPU, its phases' range
+        start, answers = backends.CompiledBackend.start, backends.CompiledBackend.answers
+
+        def timed_start(obj: Any, staged: tuple, *, predict: bool) -> Any:
+            c = time.thread_time()
+            members = start(obj, staged, predict=predict)
+            cp.starts.append((c, time.thread_time()))
+            if members is None:
+                raise RuntimeError("a batch ran outside the pipeline (max_state_bytes)")
+
+            def timed_members() -> Any:
+                c0, p0 = time.thread_time(), len(cp.phases)
+                try:
+                    return members()
+                finally:
+                    cp.batches.append((time.thread_time() - c0, p0, len(cp.phases)))
+
+            return timed_members
+
+        def timed_answers(obj: Any, out: Any, staged: tuple) -> Any:
+            c = time.thread_time()
+            try:
+                return answers(obj, out, staged)
+            finally:
+                cp.answer_cpu.append(time.thread_time() - c)
+
+        self._saved_stream = (start, answers)
+        backends.CompiledBackend.start = timed_start  # type: ignore[method-assign]
+        backends.CompiledBackend.answers = timed_answers  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from ensembles import backends
+
+        backends.CompiledBackend.start, backends.CompiledBackend.answers = self._saved_stream  # type: ignore[method-assign]
+        super().__exit__(*exc)
+
+    def pipeline_seconds(self, begin: float, end: float) -> dict:
+        """The critical path (``critical_cpu_s``) and its parts, given the calling thread's CPU
+        clock at the loop's ``begin`` and ``end``."""
+        M = len(self.phases[0]) if self.phases else 1
+        T = min(self.threads, M)
+        orders = [list(o) for o in self.backends.member_orders(M, T)]
+        n = len(self.starts)
+        if len(self.batches) != n:
+            raise RuntimeError("every batch of the stream must run in the pipeline")
+        serial_s = self.starts[0][1] - begin  # the first batch's encoding and start
+        steps = kernel_path = main_par = 0.0
+        last_answers = self.answer_cpu[-1] if len(self.answer_cpu) == n else 0.0
+        for i, (stream_cpu, p0, p1) in enumerate(self.batches):
+            members = sum(sum(p) for p in self.phases[p0:p1])
+            K = (stream_cpu - members + 2 * self.handoff
+                 + sum(self._makespan(p, orders) for p in self.phases[p0:p1]))  # fmt: skip
+            if i + 1 < n:
+                main = self.starts[i + 1][0] - self.starts[i][1]
+                serial = self.starts[i + 1][1] - self.starts[i + 1][0]
+            else:
+                main = end - self.starts[i][1] - last_answers
+                serial = last_answers
+            steps += max(main, K, (main + stream_cpu) / T)
+            kernel_path += K
+            main_par += main
+            serial_s += serial
+        return {"critical_cpu_s": serial_s + steps, "serial_s": serial_s, "steps_s": steps,
+                "kernel_path_s": kernel_path, "main_par_s": main_par,
+                "members_s": self.members()}  # fmt: skip
+
+
+def pipeline_path(model: Any, xs: list, ys: list, batch: int, call: str, handoff: float) -> dict:
+    """``PipelinePath``'s critical path of the stream call and its parts."""
+    with PipelinePath(model.threads, handoff) as cp:
+        c0 = time.thread_time()
+        run_calls(model, xs, ys, batch, call)
+        c1 = time.thread_time()
+    out = cp.pipeline_seconds(c0, c1)
+    out["static_cpu_s"] = out["critical_cpu_s"]
+    out["encode_s"], out["answers_s"] = cp.python["encode"], cp.python["answers"]
+    return out
+
+
 def handoff_seconds() -> float:
     """Median seconds from handing a task to a worker thread to the worker running it, and back
     (half a round trip of an empty task, on the process's member pool)."""
@@ -254,8 +384,9 @@ def curve(args: argparse.Namespace) -> dict[str, list[dict]]:
                     wall, cpu = timed_loop(factory(key, t), xs, ys, args.batch_size, call)
                     path = {"critical_cpu_s": cpu, "static_cpu_s": cpu}
                     if t > 1:
-                        path = critical_path(factory(key, t), xs, ys, args.batch_size, call,
-                                             args.handoff)  # fmt: skip
+                        measure = pipeline_path if call in STREAM_CALLS else critical_path
+                        path = measure(factory(key, t), xs, ys, args.batch_size, call,
+                                       args.handoff)  # fmt: skip
                     crit = path["critical_cpu_s"]
                     rs.append({"threads": t, "round": rnd, "load": load, "wall_s": wall,
                                "cpu_s": cpu, **path, "rate": len(xs) / wall})  # fmt: skip
@@ -327,6 +458,8 @@ def serial_share(runs: dict[str, list[dict]], args: argparse.Namespace) -> str:
             "|---|---|---|---|---|---|---|"]  # fmt: skip
     for key, rs in runs.items():
         model, call = key.split(" ")
+        if call in STREAM_CALLS:
+            continue
         one = statistics.median(r["cpu_s"] for r in rs if r["threads"] == 1)
         mine = [r for r in rs if r["threads"] == t]
 
@@ -338,7 +471,37 @@ def serial_share(runs: dict[str, list[dict]], args: argparse.Namespace) -> str:
         rows.append(f"| {MODELS[model]} `{call}` | {one * 1e3:.0f} | {serial * 1e3:.0f} "
                     f"({serial / one:.0%}) | {med('encode_s') * 1e3:.0f} | "
                     f"{med('answers_s') * 1e3:.0f} | {members * 1e3:.0f} | {bound:.2f}× |")  # fmt: skip
-    return "\n".join(rows)
+    pipe = pipeline_share(runs, t)
+    if len(rows) == 4:
+        return pipe
+    return "\n".join(rows) + ("\n\n" + pipe if pipe else "")
+
+
+def pipeline_share(runs: dict[str, list[dict]], t: int) -> str:
+    """Where a pipelined stream's critical path at ``t`` threads goes (``PipelinePath``, CPU
+    ms, medians): the serial part (the first batch's encoding, starting each batch, the last
+    batch's answers), the steps (each the longest of the calling thread's work, the members'
+    side and the step's CPU over ``t`` cores), the calling thread's work overlapped with the
+    members (encoding, answers) and the members' side (its critical path)."""
+    rows = [f"Where a pipelined stream's critical path at {t} threads goes (CPU ms, medians; "
+            f"`PipelinePath`):", "",
+            "| model, call | 1 thread | critical path | serial: first batch, starts, last "
+            "answers | steps | calling thread, overlapped | members' side | members' CPU |",
+            "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for key, rs in runs.items():
+        model, call = key.split(" ")
+        mine = [r for r in rs if r["threads"] == t]
+        if call not in STREAM_CALLS or not mine or "steps_s" not in mine[0]:
+            continue
+        one = statistics.median(r["cpu_s"] for r in rs if r["threads"] == 1)
+
+        def med(k: str, mine: list = mine) -> float:
+            return statistics.median(r[k] for r in mine) * 1e3
+
+        rows.append(f"| {MODELS[model]} `{call}` | {one * 1e3:.0f} | {med('critical_cpu_s'):.0f} "
+                    f"| {med('serial_s'):.0f} | {med('steps_s'):.0f} | {med('main_par_s'):.0f} | "
+                    f"{med('kernel_path_s'):.0f} | {med('members_s'):.0f} |")  # fmt: skip
+    return "\n".join(rows) if len(rows) > 4 else ""
 
 
 def environment(args: argparse.Namespace, load_before: tuple[float, ...]) -> str:
@@ -380,8 +543,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.threads = [int(t) for t in args.threads.split(",") if t.strip()]
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     args.calls = [c.strip() for c in args.calls.split(",") if c.strip()]
-    if bad := set(args.calls) - {"predict_learn_many", "learn_many"}:
-        p.error(f"unknown call(s) {sorted(bad)}; choose predict_learn_many, learn_many")
+    if bad := set(args.calls) - {"predict_learn_many", "learn_many", *STREAM_CALLS}:
+        p.error(f"unknown call(s) {sorted(bad)}; choose predict_learn_many, learn_many, "
+                f"{', '.join(STREAM_CALLS)}")  # fmt: skip
     if bad := set(args.models) - set(MODELS):
         p.error(f"unknown model(s) {sorted(bad)}; choose from {', '.join(MODELS)}")
     return args

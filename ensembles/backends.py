@@ -109,6 +109,56 @@ class CompiledBackend:
         finally:
             self._views = CompiledBackend._views  # (they hold arrays the bank may replace)
 
+    # ------------------------------------------------------------ a pipelined stream (stream.py)
+    def pipelines(self, rows: int) -> bool:
+        """Whether a batch of ``rows`` runs its members in threads that do not hold the GIL
+        (as ``run`` would run it), so that a stream can learn it while the calling thread
+        works on the next batch."""
+        return (min(self.threads, self.n_models) > 1 and self.independent_members
+                and rows >= PARALLEL_MIN_ROWS and not interpreting())  # fmt: skip
+
+    def stage(self, X, ys, ws) -> tuple:
+        """A batch to learn, checked and encoded (the schema grows): ``run``'s work before the
+        members, without ``check_bytes``, which needs the members of the batch before done
+        (``start`` does it). Runs while the members of the batch before may still learn: it
+        touches the schema only. Raises (and leaves no trace) as ``run`` would."""
+        R = len(X)
+        w = np.ones(R) if ws is None else check_weights(ws, R)
+        schema = self.bank.schema
+        mark = schema.mark()
+        xn, xc, yc, n_cls = schema.encode_rows(X, grow=True, ys=ys)
+        return mark, xn, xc, yc, n_cls, w
+
+    def unstage(self, staged: tuple) -> None:
+        """Undo ``stage``'s growth of the schema (the batch will not be learned as staged)."""
+        self.bank.schema.rollback(staged[0])
+
+    def start(self, staged: tuple, *, predict: bool) -> Any:
+        """The members' work on a staged batch, as a function to run in another thread (it
+        returns the probabilities for ``answers``), or ``None`` when only ``run``'s checks can
+        tell whether the model may learn it (``check_bytes`` past its cheap path: then the batch
+        is unstaged). Call when the batch before is learned."""
+        bank = self.bank
+        if not bank.within_bytes():
+            self.unstage(staged)
+            return None
+        _, xn, xc, yc, n_cls, w = staged
+        kernel = MemberThreads(min(self.threads, self.n_models), self.n_models, self.thread_views)
+        loop = bank.start_encoded(kernel, self.ipar, self.fstate, xn, xc, yc, w, n_cls,
+                                  predict=predict, learn=True)  # fmt: skip
+
+        def members() -> np.ndarray:
+            try:
+                return loop()
+            finally:
+                self._views = CompiledBackend._views
+
+        return members
+
+    def answers(self, out: np.ndarray, staged: tuple) -> list[dict]:
+        """A started batch's probabilities as ``run`` returns them."""
+        return self.bank.schema.proba_dicts(out, staged[4])
+
     _views: tuple = (None, -1, [])  # (struct, pool generation, its private twins)
 
     def thread_views(self, B: Any, n: int) -> list:

@@ -9,7 +9,7 @@ member driven by the same algorithm and the same Poisson draws.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -195,6 +195,29 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         """Predict, then learn (prequential). Returns the class *probabilities* the model gave
         before learning ``x`` (not a label: ``argmax_label`` of it is the prediction)."""
         return self._backend.run_one(x, y, w, learn=True)
+
+    def predict_learn_batches(self, batches: Iterable[tuple]) -> Iterator[Any]:
+        """``predict_learn_many`` over a stream of ``(X, y)`` or ``(X, y, w)`` batches: yields
+        each batch's probabilities, exactly those of ``predict_learn_many`` called batch after
+        batch (and the same model after). Online bagging with ``threads > 1`` learns batch i in
+        its member threads while this thread encodes batch i+1 and builds the answers of batch
+        i-1 (``ensembles.stream``), so until the generator is exhausted or closed the model
+        belongs to it: a batch after the one just answered may be learning. Closing it early
+        waits for that batch, which is learned (its answers are dropped). A refused batch (a
+        bad row, a limit) raises as ``predict_learn_many`` would, after the earlier batches'
+        answers, and leaves no trace; no later batch is read."""
+        from .stream import run_batches
+
+        return run_batches(self, batches, predict=True)
+
+    def learn_batches(self, batches: Iterable[tuple]) -> None:
+        """``learn_many`` over a stream of ``(X, y)`` or ``(X, y, w)`` batches (see
+        ``predict_learn_batches``): returns when every batch is learned; a refused batch raises
+        as ``learn_many`` would, with the batches before it learned."""
+        from .stream import run_batches
+
+        for _ in run_batches(self, batches, predict=False):
+            pass
 
     @classmethod
     def _unit_test_params(cls) -> Iterator[dict[str, Any]]:

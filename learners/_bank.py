@@ -7,6 +7,7 @@ their own compiled kernels over ``bank.T`` (ARCHITECTURE §3: no Python loop ove
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -368,6 +369,17 @@ class TreeBank:
         returns them; ``w`` checked). Returns the probabilities ``[R, C]`` (over the ``n_cls[r]``
         classes known at row r; a row of zeros when there is no prediction; ``[R, 1]`` of zeros
         when not predicting)."""
+        return self.start_encoded(kernel, ipar, fstate, xn, xc, yc, w, n_cls, predict=predict,
+                                  learn=learn)()  # fmt: skip
+
+    def start_encoded(self, kernel, ipar, fstate, xn, xc, yc, w, n_cls, *, predict: bool = True,
+                      learn: bool = False) -> Callable[[], np.ndarray]:  # fmt: skip
+        """``run_encoded`` in two halves: this one, in the calling thread, fits the bank to the
+        schema's width and numbers the rows; it returns the other, the kernel loop (growing the
+        arrays, counting ``n_seen``), which returns ``run_encoded``'s result. Call the loop once,
+        in any thread, before anything else uses the bank; while it runs the schema may grow
+        (a pipelined stream encodes the next batch): the loop reads nothing of the schema but
+        the ``code_attr`` array taken here (later codes do not change its entries)."""
         do_predict, do_learn = predict, learn
         R = xn.shape[0]
         if do_learn:
@@ -379,20 +391,32 @@ class TreeBank:
         out = np.zeros((R, max(int(n_cls.max()), 1) if do_predict and R else 1))
         learned = w > 0.0
         seqs = self.n_seen + np.cumsum(learned) - 1  # sequence number of each learned row
+        n_learned = int(learned.sum())
         need = self.need() if do_learn else 0
-        start = 0
+        code_attr = self.schema.code_attr_array
         interp = MODE.interpreted and interpreting()  # one mode for the whole call
         run = twin_of(kernel) if interp else kernel
-        while True:
-            start = run(self.view(interp), ipar, fstate, xn, xc, yc, w, seqs, start, do_predict, do_learn, out,
-                           n_cls, self.schema.code_attr_array, need)  # fmt: skip
-            if start >= R:
-                break
-            self.grow_nodes(need)
-        self.sync()
-        if do_learn:
-            self.n_seen += int(learned.sum())
-        return out
+
+        def loop() -> np.ndarray:
+            start = 0
+            while True:
+                start = run(self.view(interp), ipar, fstate, xn, xc, yc, w, seqs, start,
+                            do_predict, do_learn, out, n_cls, code_attr, need)  # fmt: skip
+                if start >= R:
+                    break
+                self.grow_nodes(need)
+            self.sync()
+            if do_learn:
+                self.n_seen += n_learned
+            return out
+
+        return loop
+
+    def within_bytes(self) -> bool:
+        """Whether ``check_bytes`` passes on its cheap path (the allocated arrays and the
+        schema's text within ``max_state_bytes``); ``False`` when only counting the live rows
+        can tell."""
+        return self._alloc_bytes + self.schema.text_bytes <= self.limits.max_state_bytes
 
     def _encode_one(self, x: dict, grow: bool) -> tuple[np.ndarray, np.ndarray]:
         """One row as ``[1, J]`` / ``[1, A]`` arrays.

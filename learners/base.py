@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -176,6 +176,21 @@ class ManyMixin:
         """Row i is predicted after rows < i were learned, then learned; the probabilities."""
         rows, index = rows_of(X, self._reads_frames())
         return self._probas_out(self._run(rows, labels_of(y), w, predict=True, learn=True), index)
+
+    def predict_learn_batches(self, batches: Iterable[tuple]) -> Iterator[Any]:
+        """``predict_learn_many`` over a stream of ``(X, y)`` or ``(X, y, w)`` batches: yields
+        each batch's probabilities, the same as ``predict_learn_many`` called batch after batch.
+        A refused batch raises as ``predict_learn_many`` would, after the earlier batches'
+        answers (it leaves no trace; a later batch is not read). Online bagging with ``threads``
+        overlaps the batches (``ensembles.stream``); here they run one after the other."""
+        for batch in batches:
+            yield self.predict_learn_many(*batch)
+
+    def learn_batches(self, batches: Iterable[tuple]) -> None:
+        """``learn_many`` over a stream of ``(X, y)`` or ``(X, y, w)`` batches, in order (see
+        ``predict_learn_batches``)."""
+        for batch in batches:
+            self.learn_many(*batch)
 
 
 class BatchMixin(ManyMixin):

@@ -218,6 +218,16 @@ def test_replay_table_report_and_predictions_file(csv_file, tmp_path):
     assert [r["row"] for r in rows] == list(range(1, 121)) and rows[0]["prediction"] is None
 
 
+def test_replay_local_threads_give_the_same_report(csv_file):
+    reports = [json.loads(run("replay", csv_file, "--local", "--batch", "64", "--threads", t,
+                              "--create", "bagging:naive_bayes:4:3", "--json").stdout)
+               for t in ("1", "2")]  # fmt: skip
+    for r in reports:
+        del r["elapsed_s"], r["examples_per_s"], r["scan_s"]
+    assert reports[0] == reports[1] and reports[0]["n_seen"] == 300
+    assert run("replay", csv_file, "--threads", "0", ok=False).exit_code == 2
+
+
 def test_export_then_import_gives_the_same_model(csv_file, tmp_path):
     store = tmp_path / "store"
     snap = tmp_path / "model.chorus"

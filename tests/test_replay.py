@@ -234,3 +234,41 @@ def test_resume_against_the_redis_store(files, reference, clean_redis_url, tmp_p
         assert resumed.duplicates == 100 and resumed.n_seen == N
         assert predictions(resumed) == predictions(reference)
         assert c.metrics("redis-resume").n_scored == reference.scored
+
+
+@pytest.mark.parametrize("batch", [1, 7, 64, 100])
+def test_local_replay_with_threads_streams_its_batches_with_the_same_report(
+    files, reference, monkeypatch, batch
+):
+    """``threads``: the local model learns the file as a stream of batches
+    (``predict_learn_batches``: the members of one batch learn while the next is encoded);
+    the predictions, the progress reports and the saved model are those of one thread."""
+    from ensembles import OnlineBagging
+
+    streamed = []
+    real = OnlineBagging.predict_learn_batches
+
+    def counting(self, batches):
+        streamed.append(self.threads)
+        return real(self, batches)
+
+    monkeypatch.setattr(OnlineBagging, "predict_learn_batches", counting)
+
+    def replay(threads, stop_after=None):
+        progress = []
+        report = local(files["csv"], batch=batch, threads=threads, stop_after=stop_after,
+                       on_progress=lambda board, _: progress.append(board.point()))  # fmt: skip
+        return report, progress
+
+    one, one_progress = replay(1)
+    two, two_progress = replay(2)
+    assert predictions(two) == predictions(one) == predictions(reference)
+    assert probabilities(two) == probabilities(one)
+    assert two_progress == one_progress and len(two_progress) == -(-N // batch)
+    assert (two.accuracy, two.kappa, two.n_seen, two.curve) == (
+        one.accuracy, one.kappa, one.n_seen, one.curve)  # fmt: skip
+    assert (streamed == [1, 2]) if batch > 1 else not streamed
+    cut, cut_progress = replay(2, stop_after=203)
+    assert cut.interrupted and cut.examples == 203 == len(cut.outcomes)
+    assert predictions(cut) == predictions(one)[:203]
+    assert cut_progress == one_progress[: 203 // batch]
