@@ -355,6 +355,8 @@ class _Core:
         rows = []
         id_list = list(ids) if ids is not None else None
         for i, ex in enumerate(examples):
+            if id_list is not None and i >= len(id_list):
+                raise ValueError(f"got {len(id_list)} ids for more examples")
             given = id_list[i] if id_list is not None else None
             if isinstance(ex, Mapping):
                 rows.append(

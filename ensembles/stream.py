@@ -42,7 +42,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from learners.base import labels_of, rows_of
+from learners.base import batch_parts, labels_of, rows_of
 from learners.jit import compiled_here
 
 # while a batch's members run, the threads handing them work wait for the GIL, which the calling
@@ -66,13 +66,6 @@ def _restore_switch_interval() -> None:
         _lowered[0] -= 1
         if _lowered[0] == 0:  # the last stream running: the interval before the first
             sys.setswitchinterval(_lowered[1])
-
-
-def batch_parts(batch: Any) -> tuple[Any, Any, Any]:
-    """``(X, y, w)`` of a stream's batch ``(X, y)`` or ``(X, y, w)``."""
-    if not isinstance(batch, tuple | list) or len(batch) not in (2, 3):
-        raise ValueError("a batch of a stream is (X, y) or (X, y, w)")
-    return batch[0], batch[1], batch[2] if len(batch) == 3 else None
 
 
 class _Batch:
@@ -120,7 +113,7 @@ def run_batches(model: Any, batches: Iterable[Any], *, predict: bool) -> Iterato
             next_staged = None
             if getattr(backend, "native", False) and backend.pipelines(len(rows)):
                 try:
-                    next_staged = backend.stage(rows, labels_of(y), w)
+                    next_staged = backend.stage(rows, labels_of(y, len(rows)), w)
                 except Exception:  # noqa: BLE001 - refused: the batch call below raises it
                     next_staged = None
             before, flowing = flowing, None

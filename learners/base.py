@@ -124,9 +124,29 @@ def rows_of(X: Any, frames: bool = False) -> tuple[Any, Any]:
     return list(X), None
 
 
-def labels_of(y: Any) -> list:
-    """Labels of a batch as a list of Python scalars (from a list, a Series or an array)."""
-    return y.tolist() if hasattr(y, "tolist") else list(y)
+class LabelError(ValueError):
+    """A class label that cannot be used (not a str, int or bool), or a batch's labels that are
+    not one per row."""
+
+
+def labels_of(y: Any, n: int) -> list:
+    """Labels of a batch of ``n`` rows as a list of Python scalars (from a list, a Series or an
+    array); a ``LabelError`` unless there is one per row (a shorter ``y`` raised an IndexError
+    and a longer one lost its extra labels silently)."""
+    if y is None or isinstance(y, str | bytes | dict) or not hasattr(y, "__iter__"):
+        raise LabelError(f"y: expected one label per row ({n} rows), got {type(y).__name__}")
+    labels = y.tolist() if hasattr(y, "tolist") else list(y)
+    if not isinstance(labels, list) or len(labels) != n:  # (a 0-d array's tolist is a scalar)
+        got = len(labels) if isinstance(labels, list) else "a scalar"
+        raise LabelError(f"y: {got} labels for {n} rows")
+    return labels
+
+
+def batch_parts(batch: Any) -> tuple[Any, Any, Any]:
+    """``(X, y, w)`` of a stream's batch ``(X, y)`` or ``(X, y, w)``."""
+    if not isinstance(batch, tuple | list) or len(batch) not in (2, 3):
+        raise ValueError("a batch of a stream is (X, y) or (X, y, w)")
+    return batch[0], batch[1], batch[2] if len(batch) == 3 else None
 
 
 class ManyMixin:
@@ -155,7 +175,7 @@ class ManyMixin:
     def learn_many(self, X: Any, y: Any, w: Any = None) -> None:
         """Learn rows in order (row i with weight ``w[i]``, default 1)."""
         rows, _ = rows_of(X, self._reads_frames())
-        self._run(rows, labels_of(y), w, predict=False, learn=True)
+        self._run(rows, labels_of(y, len(rows)), w, predict=False, learn=True)
 
     def predict_proba_many(self, X: Any) -> Any:
         """Class probabilities per row (``{}`` / zeros before any training)."""
@@ -175,7 +195,8 @@ class ManyMixin:
     def predict_learn_many(self, X: Any, y: Any, w: Any = None) -> Any:
         """Row i is predicted after rows < i were learned, then learned; the probabilities."""
         rows, index = rows_of(X, self._reads_frames())
-        return self._probas_out(self._run(rows, labels_of(y), w, predict=True, learn=True), index)
+        ys = labels_of(y, len(rows))
+        return self._probas_out(self._run(rows, ys, w, predict=True, learn=True), index)
 
     def predict_learn_batches(self, batches: Iterable[tuple]) -> Iterator[Any]:
         """``predict_learn_many`` over a stream of ``(X, y)`` or ``(X, y, w)`` batches: yields
@@ -184,13 +205,13 @@ class ManyMixin:
         answers (it leaves no trace; a later batch is not read). Online bagging with ``threads``
         overlaps the batches (``ensembles.stream``); here they run one after the other."""
         for batch in batches:
-            yield self.predict_learn_many(*batch)
+            yield self.predict_learn_many(*batch_parts(batch))
 
     def learn_batches(self, batches: Iterable[tuple]) -> None:
         """``learn_many`` over a stream of ``(X, y)`` or ``(X, y, w)`` batches, in order (see
         ``predict_learn_batches``)."""
         for batch in batches:
-            self.learn_many(*batch)
+            self.learn_many(*batch_parts(batch))
 
 
 class BatchMixin(ManyMixin):
@@ -200,7 +221,7 @@ class BatchMixin(ManyMixin):
     def _run(self, X: list, ys: list | None, ws: Any, *, predict: bool, learn: bool) -> list:
         do_predict, do_learn = predict, learn
         n = len(X)
-        weights = [1.0] * n if ws is None else labels_of(ws)
+        weights = [1.0] * n if ws is None else (ws.tolist() if hasattr(ws, "tolist") else list(ws))
         out = []
         for r, (x, y, w) in enumerate(zip(X, [None] * n if ys is None else ys, weights,
                                            strict=True)):  # fmt: skip

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import FrameRows, argmax_label, at_row
+from .base import FrameRows, LabelError, argmax_label, at_row
 from .limits import LimitError, Limits
 
 _UNCHECKED = Limits(max_features=1 << 62, max_values=1 << 62, max_classes=1 << 62)
@@ -42,10 +42,6 @@ class FeatureTypeError(ValueError):
     def __init__(self, feature: str, message: str):
         super().__init__(f"feature {feature!r}: {message}")
         self.feature = feature
-
-
-class LabelError(ValueError):
-    """A class label that cannot be used (not a str, int or bool)."""
 
 
 LABEL_TYPES = {str: "string", int: "integer", bool: "boolean"}

@@ -131,3 +131,52 @@ def test_the_service_and_the_engine_agree_on_the_largest_weight() -> None:
     from learners import MAX_WEIGHT
 
     assert SERVICE == MAX_WEIGHT
+
+
+LABEL_SHAPES = {
+    "fewer": lambda y: y[:-1],  # raised an IndexError
+    "more": lambda y: y + ["p"],  # lost the extra label silently
+    "none": lambda y: None,
+    "a_string": lambda y: "pq" * len(y),
+    "a_scalar": lambda y: np.array("p"),
+    "fewer_array": lambda y: np.array(y[:-1]),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(LABEL_SHAPES))
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("call", ["learn_many", "predict_learn_many", "learn_batches"])
+def test_labels_not_one_per_row_are_refused_and_change_nothing(name, shape, call) -> None:
+    """Every batch call refuses labels that are not one per row with a LabelError naming the
+    counts (it raised an IndexError for fewer, and learned a longer y's first labels silently),
+    before it learns anything."""
+    model = MODELS[name]()
+    model.learn_many([{"x": 0.0, "c": "v0"}, {"x": 1.0, "c": "v1"}], ["p", "q"])
+    X = [{"x": float(i % 3), "c": f"v{i % 2}"} for i in range(6)]
+    y = LABEL_SHAPES[shape](["pq"[i % 2] for i in range(6)])
+    before = model.predict_proba_many(X)
+    with pytest.raises(LabelError, match=r"^y: ") as info:
+        if call == "learn_batches":
+            model.learn_batches([(X, y)])
+        else:
+            getattr(model, call)(X, y)
+    assert getattr(info.value, "row", None) is None
+    assert model.predict_proba_many(X) == before  # nothing learned
+    model.learn_many(X, ["pq"[i % 2] for i in range(6)])  # and the model goes on
+
+
+def test_a_series_of_labels_of_another_length_is_refused() -> None:
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame({"x": [0.0, 1.0, 2.0]})
+    with pytest.raises(LabelError, match="2 labels for 3 rows"):
+        HoeffdingTree().learn_many(X, pd.Series(["p", "q"]))
+
+
+def test_the_client_refuses_fewer_ids_than_examples() -> None:
+    from app.client import _Core
+
+    examples = [({"x": 1.0}, "p"), ({"x": 2.0}, "q")]
+    with pytest.raises(ValueError, match="1 ids for more examples"):
+        _Core.learn_many("m", examples, ids=["a"])  # was an IndexError
+    with pytest.raises(ValueError, match="3 ids for 2 examples"):
+        _Core.learn_many("m", examples, ids=["a", "b", "c"])
