@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from learners import LimitError, Limits
-from learners.base import check_weights
+from learners.base import check_weight, check_weights
 from learners.compiled import TreeBank, bank_params
 from learners.jit import interpreting
 from learners.jit import kernel as compiled
@@ -436,6 +436,8 @@ class PythonBackend:
 
     def run_one(self, x, y=None, w: float = 0.0, *, predict: bool = True, learn: bool = False,
                 label_only: bool = False):  # fmt: skip
+        if learn:
+            check_weight(w)  # (a scalar's message: check_weights would say [w]'s shape)
         out = self.run([x], None if y is None else [y], [w], predict=predict, learn=learn)
         if not predict:
             return None

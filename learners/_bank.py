@@ -462,8 +462,8 @@ class TreeBank:
         if type(x) is not dict and not isinstance(x, dict):
             raise FeatureTypeError("features", f"expected a dict, got {type(x).__name__}")
         if do_learn:
-            if not (0.0 <= w <= MAX_WEIGHT):  # (base.check_weight, inline)
-                check_weight(w)
+            if type(w) is not float or not (0.0 <= w <= MAX_WEIGHT):  # (base.check_weight, inline:
+                check_weight(w)  # a str or None is a WeightError there, not a TypeError here)
             self.check_bytes()
             mark = s.mark()
             try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import numbers
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -58,15 +59,34 @@ class WeightError(ValueError):
 
 
 def check_weight(w: Any) -> None:
-    """``WeightError`` unless the sample weight ``w`` is a number from 0 to ``MAX_WEIGHT``."""
-    if not (0.0 <= w <= MAX_WEIGHT):
+    """``WeightError`` unless the sample weight ``w`` is a number from 0 to ``MAX_WEIGHT`` (not a
+    string, ``None``, an array: those raised a bare ``TypeError`` or ``ValueError``)."""
+    ok = isinstance(w, numbers.Real) and 0.0 <= float(w) <= MAX_WEIGHT  # (bool and numpy too)
+    if not ok:
         raise WeightError(f"w must be a number from 0 to {MAX_WEIGHT:g}, got {w!r}")
 
 
 def check_weights(ws: Any, n: int) -> np.ndarray:
     """Sample weights as a float array, or ``WeightError`` unless there are ``n``, from 0 to 1e12
     (``.row``: the first bad one's, see :func:`at_row`)."""
-    w = np.asarray(ws, dtype=np.float64)
+    if hasattr(ws, "__iter__") and not hasattr(ws, "__len__"):
+        ws = list(ws)  # (a generator: its items)
+    try:
+        raw = np.asarray(ws)
+    except ValueError:  # ragged ([1.0, [1.0]]): the items as given, one per cell
+        raw = np.empty(len(ws), dtype=object)
+        for r, v in enumerate(ws):
+            raw[r] = v
+    if raw.dtype.kind not in "biuf" and raw.shape == (n,):  # strings, None, objects
+        items = raw.tolist() if isinstance(ws, np.ndarray) else list(ws)  # (as given: numpy
+        for r, v in enumerate(items):  # makes [1.0, "1"] strings) each must be a number
+            if not isinstance(v, numbers.Real):
+                exc = WeightError(
+                    f"sample weights must be numbers from 0 to {MAX_WEIGHT:g}, got {v!r} (row {r})"
+                )
+                at_row(exc, r)
+                raise exc
+    w = raw.astype(np.float64, copy=False) if raw.dtype.kind in "biuf" or raw.shape == (n,) else raw
     if w.shape != (n,):
         raise WeightError(
             f"sample weights must be one per row: {n} rows, weights of shape {w.shape}"
@@ -121,7 +141,21 @@ def rows_of(X: Any, frames: bool = False) -> tuple[Any, Any]:
     through ``Schema.encode_rows``, which reads the columns)."""
     if hasattr(X, "columns") and hasattr(X, "to_dict"):
         return (FrameRows(X) if frames else X.to_dict(orient="records")), X.index
+    if isinstance(X, dict | str | bytes) or not hasattr(
+        X, "__iter__"
+    ):  # (a dict's keys are not rows)
+        raise FeatureTypeError(
+            "features", f"expected a list of dicts or a DataFrame, got {type(X).__name__}"
+        )
     return list(X), None
+
+
+class FeatureTypeError(ValueError):
+    """A feature value that does not fit the feature's kind. ``.feature`` names the feature."""
+
+    def __init__(self, feature: str, message: str):
+        super().__init__(f"feature {feature!r}: {message}")
+        self.feature = feature
 
 
 class LabelError(ValueError):

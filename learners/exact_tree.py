@@ -586,6 +586,7 @@ class ExactTree(BatchMixin, RiverEstimator):
     def predict_proba_one(self, x: dict[str, Any]) -> dict[Label, float]:  # type: ignore[override]
         """Class probabilities: the weighted class frequencies of the leaf ``x`` reaches."""
         if self._n == 0:
+            self._row(x, grow=False)  # refused as by a trained tree (a non-dict, an infinity)
             return {}
         self._update()
         row = self._predict_row(x)

@@ -22,7 +22,16 @@ from typing import Any
 import numba as nb
 import numpy as np
 
-from .base import Features, Label, ManyMixin, RiverEstimator, State, argmax_label, check_weights
+from .base import (
+    Features,
+    Label,
+    ManyMixin,
+    RiverEstimator,
+    State,
+    argmax_label,
+    check_weight,
+    check_weights,
+)
 from .jit import kernel, one_specialisation
 from .limits import LimitError, Limits
 from .schema import Schema
@@ -377,6 +386,7 @@ class MLP(ManyMixin, RiverEstimator):
 
     def learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> None:  # type: ignore[override]
         """One backpropagation step on ``(x, y)`` with sample weight ``w`` (``w = 0``: nothing)."""
+        check_weight(w)
         if w == 0:
             return
         self._run([x], [y], [w], predict=False, learn=True)

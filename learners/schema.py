@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import FrameRows, LabelError, argmax_label, at_row
+from .base import FeatureTypeError, FrameRows, LabelError, argmax_label, at_row
 from .limits import LimitError, Limits
 
 _UNCHECKED = Limits(max_features=1 << 62, max_values=1 << 62, max_classes=1 << 62)
@@ -34,14 +34,6 @@ _NUMBERS = frozenset({float, int, bool})
 NUMERIC = "numeric"
 CATEGORICAL = "categorical"
 KINDS = (NUMERIC, CATEGORICAL)
-
-
-class FeatureTypeError(ValueError):
-    """A feature value that does not fit the feature's kind. ``.feature`` names the feature."""
-
-    def __init__(self, feature: str, message: str):
-        super().__init__(f"feature {feature!r}: {message}")
-        self.feature = feature
 
 
 LABEL_TYPES = {str: "string", int: "integer", bool: "boolean"}

@@ -180,3 +180,48 @@ def test_the_client_refuses_fewer_ids_than_examples() -> None:
         _Core.learn_many("m", examples, ids=["a"])  # was an IndexError
     with pytest.raises(ValueError, match="3 ids for 2 examples"):
         _Core.learn_many("m", examples, ids=["a", "b", "c"])
+
+
+NOT_NUMBERS = ["1", None, b"1", [1.0], 1j, {"w": 1}, np.array([1.0, 2.0])]
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_a_weight_that_is_not_a_number_is_a_weight_error(name) -> None:
+    """A string, None, a list, a complex number: a WeightError naming it, one example at a time
+    (a bare TypeError from a comparison before; MLP took "1" as 1.0) and in a batch (with the
+    row), and nothing is learned."""
+    model = MODELS[name]()
+    model.learn_many([{"x": 0.0, "c": "v0"}, {"x": 1.0, "c": "v1"}], ["p", "q"])
+    X = [{"x": 0.5, "c": "v0"}, {"x": 2.0, "c": "v1"}]
+    before = model.predict_proba_many(X)
+    for w in NOT_NUMBERS:
+        with pytest.raises(WeightError, match="got "):
+            model.learn_one(X[0], "p", w=w)
+        with pytest.raises(WeightError) as info:
+            model.learn_many(X, ["p", "q"], [1.0, w])
+        assert info.value.row == 1, (name, w)
+    assert model.predict_proba_many(X) == before
+    model.learn_many(X, ["p", "q"], (w for w in [1, 2.5]))  # a generator of numbers is fine
+
+
+@pytest.mark.parametrize("X", [5, {"x": 1.0}, "x", None, 2.5])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_rows_that_are_not_a_list_are_a_feature_error(name, X) -> None:
+    """``X`` must be a list (any iterable) of dicts or a DataFrame: a dict (whose keys were taken
+    for rows), a string or a number is refused as such."""
+    model = MODELS[name]()
+    for call in (lambda: model.learn_many(X, ["p"]), lambda: model.predict_proba_many(X),
+                 lambda: model.predict_learn_many(X, ["p"])):  # fmt: skip
+        with pytest.raises(FeatureTypeError, match="expected a list of dicts or a DataFrame"):
+            call()
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_an_untrained_model_refuses_rows_that_are_not_dicts(name) -> None:
+    """As a trained one does (ExactTree answered {} to any row before its first example)."""
+    model = MODELS[name]()
+    with pytest.raises(FeatureTypeError):
+        model.predict_proba_one(None)
+    with pytest.raises(FeatureTypeError) as info:
+        model.predict_proba_many([{"x": 1.0}, [1.0, 2.0]])
+    assert info.value.row == 1
