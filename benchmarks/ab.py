@@ -12,6 +12,11 @@ the first run compiles). From the repository root::
     python benchmarks/ab.py --base /tmp/base                       # batch and per example
     python benchmarks/ab.py --base /tmp/base --modes batch --models nb,bag_nb --rounds 3
     python benchmarks/ab.py --base /tmp/base --stream nominal      # another of peers.STREAMS
+    python benchmarks/ab.py --base /tmp/base --modes one --stream sea --models ht,bag_adwin
+
+``--stream`` is one of ``peers.py``'s streams or ``sea`` (river's ``SEA(variant=0, seed=7)``: 3
+numeric features, where the per-call Python is most of an example); ``--models`` are
+``peers.chorus_factories`` names and ``bag_adwin`` (ADWIN bagging, MOA's OzaBagAdwin, 10 trees).
 
 This is a benchmark, not a test: it prints numbers and asserts nothing.
 """
@@ -29,6 +34,15 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 
+def make_stream(peers, kind: str, n: int) -> list:
+    if kind != "sea":
+        return peers.make_stream(n, kind=kind)
+    from river import datasets
+
+    return [({f"x{k}": v for k, v in x.items()}, y)
+            for x, y in datasets.synth.SEA(variant=0, seed=7).take(n)]  # fmt: skip
+
+
 def measure(root: str, mode: str, models: list[str], n: int, repeat: int, kind: str) -> dict:
     """In this process (``root`` first on the path): ``{model: [ex/s, accuracy]}``."""
     sys.path[:0] = [root, str(Path(root) / "benchmarks")]
@@ -38,8 +52,15 @@ def measure(root: str, mode: str, models: list[str], n: int, repeat: int, kind: 
 
     if not learners.__file__.startswith(str(Path(root).resolve())):
         raise SystemExit(f"imported {learners.__file__}, not {root}'s learners")
-    stream = peers.make_stream(n, kind=kind)
+    stream = make_stream(peers, kind, n)
     factories = peers.chorus_factories(10, 1, peers.DELTA)
+
+    def bag_adwin():
+        from ensembles import OnlineBagging
+
+        return OnlineBagging(learners.HoeffdingTree(), n_models=10, seed=1, drift="adwin")
+
+    factories["bag_adwin"] = bag_adwin
     peers.loop_one(factories[models[0]](), stream[:500])  # load the kernels before timing
     out = {}
     for name in models:
@@ -72,7 +93,7 @@ def main() -> None:
     p.add_argument("--n", type=int, default=20_000, help="examples in the stream (20000)")
     p.add_argument("--repeat", type=int, default=3, help="loops per cell, fastest kept (3)")
     p.add_argument("--rounds", type=int, default=2, help="A/B alternations (2)")
-    p.add_argument("--stream", default="agrawal", help="one of peers.STREAMS (agrawal)")
+    p.add_argument("--stream", default="agrawal", help="one of peers.STREAMS or sea (agrawal)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:

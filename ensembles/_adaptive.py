@@ -49,6 +49,7 @@ from learners.compiled import (
     has_room,
     keep_alive,
     member_buffers,
+    predicted_from,
     tree_best,
     tree_learn,
     tree_proba,
@@ -383,22 +384,25 @@ def adaptive_loop(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn
     """The rows loop of ``adaptive_rows``."""
     R = xn.shape[0]
     M = B.kind.shape[0]
+    first = predicted_from(xn, out)  # (rows before it: a deferred learn, not predicted)
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
             return r
         hint[:, 0] = -1
         xr = xn[r]
         cr = xc[r]
-        if do_predict:
+        predicted = do_predict and r >= first
+        if predicted:
+            o = out[r - first]
             if method == BAGGING:
-                adaptive_predict(B, ipar, st, xr, cr, n_cls[r], code_attr, pk, pv, hint, out[r])
+                adaptive_predict(B, ipar, st, xr, cr, n_cls[r], code_attr, pk, pv, hint, o)
             else:
                 boosting_adaptive_predict(B, ipar, st, xr, cr, n_cls[r], code_attr, pk, pv, hint,
-                                          out[r])  # fmt: skip
+                                          o)  # fmt: skip
         if do_learn and ws[r] > 0.0:
             # the members' predictions before learning: bagging's detectors and any window use
             # them (ADWIN boosting's detectors use the prediction after learning)
-            if (not do_predict and not (r == start and ipar[REUSE] == 1)
+            if (not predicted and not (r == start and ipar[REUSE] == 1)
                     and (method == BAGGING or ipar[WINDOW] > 0)):  # fmt: skip
                 mc = member_classes(ipar, n_cls[r])
                 for m in range(M):

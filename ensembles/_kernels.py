@@ -18,6 +18,7 @@ from learners.compiled import (
     has_room,
     keep_alive,
     member_buffers,
+    predicted_from,
     scatter,
     tree_best,
     tree_learn,
@@ -260,17 +261,19 @@ def ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_le
 def ensemble_rows(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
                   code_attr, need, method, pk, pv, hint):  # fmt: skip
     R = xn.shape[0]
+    first = predicted_from(xn, out)  # (rows before it: a deferred learn, not predicted)
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
             return r
         hint[:, 0] = -1
         xr = xn[r]  # one view per row, not per member
         cr = xc[r]
-        if do_predict:
+        if do_predict and r >= first:
+            o = out[r - first]
             if method == BAGGING:
-                bagging_predict(B, ipar, fstate, xr, cr, n_cls[r], code_attr, pk, pv, hint, out[r])
+                bagging_predict(B, ipar, fstate, xr, cr, n_cls[r], code_attr, pk, pv, hint, o)
             else:
-                boosting_predict(B, ipar, fstate, xr, cr, n_cls[r], code_attr, pk, pv, hint, out[r])
+                boosting_predict(B, ipar, fstate, xr, cr, n_cls[r], code_attr, pk, pv, hint, o)
         if do_learn and ws[r] > 0.0:
             nc = classes_after(n_cls, ys, r)
             if method == BAGGING:

@@ -72,8 +72,14 @@ class CompiledBackend:
         self.threads = 1
         self.independent_members = False
         # the per-example call: ``run_one(x, y=None, w=0.0, *, predict=True, learn=False,
-        # label_only=False)``, bound in C (no Python frame of its own on the hot path)
+        # label_only=False, defer=False)``, bound in C (no Python frame of its own on the hot path)
         self.run_one = partial(self.bank.run_one, kernel, ipar, fstate)
+
+    def flush(self) -> None:
+        """Run the learn ``run_one(..., defer=True)`` kept (``TreeBank.flush``), if any."""
+        bank = self.bank
+        if bank._pending is not None:
+            bank.flush()
 
     @property
     def n_seen(self) -> int:
@@ -434,8 +440,11 @@ class PythonBackend:
                              f"learning this would make the model's state "
                              f"{sum(sizes) + s.text_bytes:,} bytes")  # fmt: skip
 
+    def flush(self) -> None:
+        pass  # (Python members learn at once)
+
     def run_one(self, x, y=None, w: float = 0.0, *, predict: bool = True, learn: bool = False,
-                label_only: bool = False):  # fmt: skip
+                label_only: bool = False, defer: bool = False):  # fmt: skip
         if learn:
             check_weight(w)  # (a scalar's message: check_weights would say [w]'s shape)
         out = self.run([x], None if y is None else [y], [w], predict=predict, learn=learn)

@@ -165,25 +165,36 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
     # of x, and learning reuses them when x is the same (object and content) and nothing was
     # learned in between (the encoding cache of TreeBank makes the same check)
     _predicted: tuple | None = None
+    # a learn_one deferred (TreeBank.run_one) right after the prediction of its x: the kernel
+    # call that learns it, the next one, reuses the members' predictions the kernel kept
+    _kept_reuse = False
 
     def _reusing_run_one(self, run_one, x, y=None, w: float = 0.0, *, predict: bool = True,
-                         learn: bool = False, label_only: bool = False):  # fmt: skip
+                         learn: bool = False, label_only: bool = False, defer: bool = False):  # fmt: skip
         """The backend's ``run_one`` for an adaptive model (``learn_one`` / ``predict_*_one`` of
         the base class call it): flags the kernel to reuse the members' predictions of ``x``
-        when a ``predict`` of the same ``x`` came just before this ``learn``."""
+        when a ``predict`` of the same ``x`` came just before this ``learn``. A deferred learn
+        (``defer``, ``w > 0``) is run by the next call, as its first row: that call reuses them
+        (no kernel ran in between; a reader's flush, ``TreeBank.flush``, runs with ``REUSE`` 0
+        and predicts the members again)."""
         last, self._predicted = self._predicted, None
+        kept, self._kept_reuse = self._kept_reuse, False
         reuse = learn and not predict and last is not None and last[0] is x and last[1] == x
-        self._int_params[_adaptive.REUSE] = int(reuse)
+        # (kept and reuse exclude each other: kept means that the last call was a learn)
+        self._int_params[_adaptive.REUSE] = int(kept or (reuse and not defer))
         try:
-            out = run_one(x, y, w, predict=predict, learn=learn, label_only=label_only)
+            out = run_one(x, y, w, predict=predict, learn=learn, label_only=label_only, defer=defer)
         finally:
             self._int_params[_adaptive.REUSE] = 0
+        if reuse and defer and w > 0.0:
+            self._kept_reuse = True
         if predict and not learn and type(x) is dict:
             self._predicted = (x, dict(x))
         return out
 
     def _run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
         self._predicted = None
+        self._kept_reuse = False
         return super()._run(X, ys, ws, predict=predict, learn=learn)
 
     def _extra_params(self) -> dict:
@@ -239,6 +250,7 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         if not X:
             return self
         self._predicted = None  # the members change: no prediction of theirs is reused
+        self._kept_reuse = False
         enc = self._encode_block(X, y)
         for m in range(self.n_models):
             counts = resample_counts(

@@ -66,12 +66,37 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         self.seed = int(seed)
         self.limits = limits
         self._init_extra()
-        self._backend: CompiledBackend | PythonBackend
+        # the backend: ``_backend`` for every reader of the model, ``_be`` for the per-example
+        # calls (``learn_one`` defers its kernel call into the next prediction's; see _backend)
+        self._be: CompiledBackend | PythonBackend
         if isinstance(learner, NativeLearner):
-            self._backend = CompiledBackend(learner, self.n_models, self._limits(), self._kernel,
-                                            self._int_params, self._float_state)  # fmt: skip
+            self._be = CompiledBackend(learner, self.n_models, self._limits(), self._kernel,
+                                       self._int_params, self._float_state)  # fmt: skip
         else:
-            self._backend = PythonBackend(self, learner, self.n_models, self._limits())
+            self._be = PythonBackend(self, learner, self.n_models, self._limits())
+
+    @property
+    def _backend(self) -> CompiledBackend | PythonBackend:
+        """How the members run, with the learn that ``learn_one`` deferred done (native members:
+        ``learn_one`` checks, encodes and counts the example, and its kernel call runs with the
+        next prediction's, ``TreeBank.run_one``). Every reader of the model goes through here or
+        ``_float_state``; only ``learn_one`` and the predictions use ``_be``."""
+        be = self._be
+        be.flush()
+        return be
+
+    @property
+    def _float_state(self) -> Any:
+        """What the kernel gets as ``fstate`` (updated in place by learning: the deferred learn
+        is done first, as in ``_backend``)."""
+        be = self.__dict__.get("_be")
+        if be is not None:
+            be.flush()
+        return self._fstate
+
+    @_float_state.setter
+    def _float_state(self, state: Any) -> None:
+        self._fstate = state
 
     def _limits(self) -> Limits:
         """The model's limits: ``limits`` if given, else a native learner's, else defaults."""
@@ -165,7 +190,10 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
     # ---------------------------------------------------------------- the model API
     _kernel: Any = None  # compiled run kernel (signature of learners.compiled.single_run)
     _int_params = np.zeros(1, np.int64)  # what the kernel gets as ``ipar``
-    _float_state = np.zeros((1, 1))  # what the kernel gets as ``fstate`` (updated in place)
+    _fstate: Any = np.zeros((1, 1))  # what the kernel gets as ``fstate`` (_float_state)
+    # learn_one defers its kernel call into the next prediction's (TreeBank.run_one); False on
+    # an instance learns at once (the tests' reference)
+    _defer_learns = True
 
     def _reads_frames(self) -> bool:
         return self._backend.native  # the bank's run encodes through Schema.encode_rows
@@ -181,20 +209,20 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
 
     def learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> None:  # type: ignore[override]
         """Learn one example with sample weight ``w`` (``w = 0`` does nothing)."""
-        self._backend.run_one(x, y, w, predict=False, learn=True)
+        self._be.run_one(x, y, w, predict=False, learn=True, defer=self._defer_learns)
 
     def predict_proba_one(self, x: Features) -> dict[Label, float]:  # type: ignore[override]
         """Class probabilities (``{}`` before any training)."""
-        return self._backend.run_one(x)
+        return self._be.run_one(x)
 
     def predict_one(self, x: Features) -> Label | None:  # type: ignore[override]
         """The most probable label (``None`` before any training)."""
-        return self._backend.run_one(x, label_only=True)
+        return self._be.run_one(x, label_only=True)
 
     def predict_learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> dict[Label, float]:
         """Predict, then learn (prequential). Returns the class *probabilities* the model gave
         before learning ``x`` (not a label: ``argmax_label`` of it is the prediction)."""
-        return self._backend.run_one(x, y, w, learn=True)
+        return self._be.run_one(x, y, w, learn=True)
 
     def predict_learn_batches(self, batches: Iterable[tuple]) -> Iterator[Any]:
         """``predict_learn_many`` over a stream of ``(X, y)`` or ``(X, y, w)`` batches: yields

@@ -53,7 +53,9 @@ _NARROW = tuple(name for name in STATE_FIELDS if name not in ("thr", "last", "mc
                                                                "wv", "gv"))  # fmt: skip
 _I32 = np.iinfo(np.int32)
 
-_NO_CATEGORIES = np.full((1, 1), -1, dtype=np.int64)  # _encode_one's xc without categories
+_NO_CATEGORIES = np.full((2, 1), -1, dtype=np.int64)  # _encode_one's xc without categories
+# the rows of run_one's two-row buffers: a deferred learn (``defer``) and the current example
+_KEPT, _NOW = 0, 1
 
 # the arrays of a version-1 state, in its order (dense leaf blocks "cat", "catw", "nvals", "num")
 _V1_FIELDS = ("kind", "attr", "thr", "slot", "child", "sibling", "branch", "depth", "dist",
@@ -190,6 +192,8 @@ class TreeBank:
         self.M = n_members
         self.schema = schema or Schema(self.limits)
         self.n_seen = 0  # examples learned with w > 0: the sequence counter of the Poisson draws
+        # the deferred learn, (kernel, ipar, fstate, need, xn, xc), or None (see run_one, flush)
+        self._pending: tuple | None = None
         self._set(
             _alloc(
                 n_members,
@@ -206,16 +210,20 @@ class TreeBank:
             )
         )
         self._init_roots()
-        # one-row buffers for the per-example fast path
-        self._y1 = np.zeros(1, np.int64)
-        self._w1 = np.zeros(1)
-        self._seq1 = np.zeros(1, np.int64)
-        self._ncls1 = np.zeros(1, np.int64)
+        # two-row buffers for the per-example fast path: row _NOW the example of the call, row
+        # _KEPT a learned example whose kernel call was deferred (``run_one(..., defer=True)``)
+        self._y1 = np.zeros(2, np.int64)
+        self._w1 = np.zeros(2)
+        self._seq1 = np.zeros(2, np.int64)
+        self._ncls1 = np.zeros(2, np.int64)
         bufs: tuple[Any, ...] = (self._y1, self._w1, self._seq1, self._ncls1)
         self._one: Any = tuple(memoryview(a) for a in bufs)
         self._last: tuple | None = None  # the last predict-mode one-row encoding (see _encode_one)
-        self._xn1 = np.empty((1, 1))  # the one-row encoding buffers (see _encode_one)
-        self._xc1 = np.empty((1, 1), np.int64)
+        self._xn1 = np.empty((2, 1))  # the encoding buffers (see _encode_one)
+        self._xc1 = np.empty((2, 1), np.int64)
+        # their bytes, to copy row _NOW to row _KEPT (a memoryview slice: cheaper than numpy's)
+        self._xn_bytes = memoryview(self._xn1).cast("B")  # type: ignore[arg-type]
+        self._xc_bytes = memoryview(self._xc1).cast("B")  # type: ignore[arg-type]
         # run_one's compiled entry points: kernel -> (ipar, fstate, entry) (see jit.entry_point)
         self._entries: dict[Any, tuple] = {}
 
@@ -230,7 +238,14 @@ class TreeBank:
         self._pgen = int(T.pgen[0])  # the pools' generation this T holds (see sync)
         self._pgen_now: Any = memoryview(T.pgen)  # type: ignore[arg-type]  # the generation a kernel may have moved on
         if not hasattr(self, "_out1"):
-            self._out1 = np.zeros((1, 2))  # the per-example output row (grown with the classes)
+            self._set_out(2)
+
+    def _set_out(self, n_cls: int) -> None:
+        """The per-example output rows (grown with the classes), and a view of the last one: a
+        call that learns a deferred example (row _KEPT) predicts only row _NOW into it
+        (``predicted_from``)."""
+        self._out1 = np.zeros((2, n_cls))
+        self._out_now = self._out1[_NOW:]
 
     def sync(self) -> None:
         """Pick up the class-entry pools a kernel grew (it replaces them in the bank, not in
@@ -246,6 +261,8 @@ class TreeBank:
         """What the kernels get: the numba struct ``B``, or, while kernels run interpreted
         (``learners.jit.set_interpreted``; or ``interpreted=True``), a namespace over the same
         arrays."""
+        if self._pending is not None:  # (whoever reads the arrays sees the deferred learn)
+            self.flush()
         if interpreted is None:
             interpreted = MODE.interpreted and interpreting()
         if interpreted:
@@ -336,6 +353,7 @@ class TreeBank:
 
     def adopt_schema(self, schema: Schema) -> None:
         """Replace the (empty) schema of an untrained bank, e.g. by one built for pre-encoded rows."""
+        self.flush()
         schema.limits = self.limits
         self.schema = schema
         self._last = None
@@ -347,7 +365,7 @@ class TreeBank:
             learn: bool = False) -> list[dict]:  # fmt: skip
         """Run ``kernel`` (signature of ``_tree.single_run``) over rows; returns the predictions
         (made before each row is learned) when ``predict``."""
-        do_predict, do_learn = predict, learn
+        do_predict, do_learn = predict, learn  # (run_encoded runs a deferred learn first)
         schema = self.schema
         R = len(X)
         if do_learn:
@@ -381,6 +399,7 @@ class TreeBank:
         (a pipelined stream encodes the next batch): the loop reads nothing of the schema but
         the ``code_attr`` array taken here (later codes do not change its entries)."""
         do_predict, do_learn = predict, learn
+        self.flush()
         R = xn.shape[0]
         if do_learn:
             self.fit_schema()
@@ -419,7 +438,7 @@ class TreeBank:
         return self._alloc_bytes + self.schema.text_bytes <= self.limits.max_state_bytes
 
     def _encode_one(self, x: dict, grow: bool) -> tuple[np.ndarray, np.ndarray]:
-        """One row as ``[1, J]`` / ``[1, A]`` arrays.
+        """One row into row ``_NOW`` of the ``[2, J]`` / ``[2, A]`` buffers; returns the buffers.
 
         A predict-mode encoding of a row whose features and categories were all known is kept:
         the usual ``predict_one(x)`` then ``learn_one(x, y)`` encodes ``x`` once (the dict must
@@ -433,34 +452,52 @@ class TreeBank:
         num, cat, known = s._encode_row(x, grow)
         if len(num) < J:
             num.extend([math.nan] * (J - len(num)))
-        # the row goes into this bank's one-row buffers (kernels only read them), which the
-        # kept encoding is of: it is dropped or replaced whenever they are written
+        # the row goes into this bank's buffers (kernels only read them), which the kept
+        # encoding is of: it is dropped or replaced whenever they are written
         self._last = None
         xn = self._xn1
         if xn.shape[1] != len(num):  # (a learned row may have widened the schema)
-            xn = self._xn1 = np.empty((1, len(num)))
-        xn[0] = num
+            self.flush()  # (a deferred learn is in the old buffers)
+            xn = self._xn1 = np.empty((2, len(num)))
+            self._xn_bytes = memoryview(xn).cast("B")  # type: ignore[arg-type]
+        xn[_NOW] = num
         if s.cat_names:
             if len(cat) < A:
                 cat.extend([-1] * (A - len(cat)))
             xc = self._xc1
             if xc.shape[1] != len(cat):
-                xc = self._xc1 = np.empty((1, len(cat)), np.int64)
-            xc[0] = cat
-        else:  # no categorical feature (a numeric stream): one shared row of "missing"
+                self.flush()
+                xc = self._xc1 = np.empty((2, len(cat)), np.int64)
+                self._xc_bytes = memoryview(xc).cast("B")  # type: ignore[arg-type]
+            xc[_NOW] = cat
+        else:  # no categorical feature (a numeric stream): shared rows of "missing"
             xc = _NO_CATEGORIES
         if known and not grow:
             self._last = (x, dict(x), J, A, xn, xc)
         return xn, xc
 
     def run_one(self, kernel, ipar, fstate, x, y=None, w: float = 0.0, *, predict: bool = True,
-                learn: bool = False, label_only: bool = False):  # fmt: skip
+                learn: bool = False, label_only: bool = False, defer: bool = False):  # fmt: skip
         """The per-example fast path of ``run`` (same results, less overhead); with
-        ``label_only`` the prediction is returned as the most probable label."""
+        ``label_only`` the prediction is returned as the most probable label.
+
+        ``defer`` (with ``learn`` and not ``predict``): the example is checked, encoded and
+        counted (``n_seen``) as by an eager learn, every error raised here, but the kernel call
+        that learns it is kept for the next call: a prediction then learns it and predicts its
+        own example in one kernel call (rows ``_KEPT`` and ``_NOW``), as an eager learn then
+        the prediction would (river's loop: ``predict_one`` then ``learn_one``, one compiled
+        call per example instead of two). Anything else that runs or reads the bank first
+        runs it (``flush``); the owner of the bank must flush before its own reads (the
+        models do it in the properties through which they reach the bank)."""
         do_predict, do_learn = predict, learn
         s = self.schema
         if type(x) is not dict and not isinstance(x, dict):
             raise FeatureTypeError("features", f"expected a dict, got {type(x).__name__}")
+        kept = self._pending
+        if kept is not None and (do_learn or kept[0] is not kernel or kept[1] is not ipar
+                                 or kept[2] is not fstate):  # fmt: skip
+            self.flush()  # learned before this call's checks see the model
+            kept = None
         if do_learn:
             if type(w) is not float or not (0.0 <= w <= MAX_WEIGHT):  # (base.check_weight, inline:
                 check_weight(w)  # a str or None is a WeightError there, not a TypeError here)
@@ -480,15 +517,39 @@ class TreeBank:
             xn, xc = self._encode_one(x, False)
             n_cls = len(s.classes)
             yc = 0
-        one = self._one  # memoryviews of the one-row buffers (cheaper to set than numpy's items)
-        one[0][0] = yc
-        one[1][0] = w
-        one[2][0] = self.n_seen
-        one[3][0] = n_cls
-        need = min(max(2, s._max_values), self._max_nodes) + 2 if do_learn else 0  # self.need()
-        out = self._out1
-        if out.shape[1] < n_cls:
-            out = self._out1 = np.zeros((1, max(n_cls, 2 * out.shape[1])))
+        one = self._one  # memoryviews of the buffers (cheaper to set than numpy's items)
+        if do_learn:
+            need = min(max(2, s._max_values), self._max_nodes) + 2  # self.need()
+            if defer and not do_predict and w > 0.0:  # kept for the next call (row _KEPT)
+                row = self._xn_bytes  # xn[_KEPT] = xn[_NOW]
+                half = len(row) >> 1
+                row[:half] = row[half:]
+                if xc is not _NO_CATEGORIES:
+                    row = self._xc_bytes
+                    half = len(row) >> 1
+                    row[:half] = row[half:]
+                one[0][_KEPT] = yc
+                one[1][_KEPT] = w
+                one[2][_KEPT] = self.n_seen
+                one[3][_KEPT] = n_cls
+                self._pending = (kernel, ipar, fstate, need, xn, xc)
+                self.n_seen += 1
+                return None
+            start = _NOW
+        elif kept is not None and kept[4] is xn and kept[5] is xc:
+            # learn the kept example (row _KEPT), then predict this one (row _NOW, w = 0)
+            need, start, do_learn = kept[3], _KEPT, True
+            self._pending = None
+        else:
+            self.flush()  # (kept in other buffers: not after a flush in _encode_one)
+            need, start = 0, _NOW
+        one[0][_NOW] = yc
+        one[1][_NOW] = w
+        one[2][_NOW] = self.n_seen
+        one[3][_NOW] = n_cls
+        if self._out1.shape[1] < n_cls:
+            self._set_out(max(n_cls, 2 * self._out1.shape[1]))
+        out = self._out_now if start == _KEPT else self._out1
         interp = MODE.interpreted and interpreting()  # one mode for the whole call
         fill = False
         if interp:
@@ -502,8 +563,9 @@ class TreeBank:
         B = self.B
         if interp or B is None:
             B = self.view(interp)
-        while not run(B, ipar, fstate, xn, xc, self._y1, self._w1, self._seq1, 0, do_predict,
-                         do_learn, out, self._ncls1, s.code_attr_array, need):  # fmt: skip
+        while (start := run(B, ipar, fstate, xn, xc, self._y1, self._w1, self._seq1, start,
+                            do_predict, do_learn, out, self._ncls1, s.code_attr_array,
+                            need)) < 2:  # fmt: skip
             self.grow_nodes(need)
             B = self.view(interp)  # grown arrays: a new struct
         if fill:  # every argument's type is fixed for this bank from now on
@@ -515,20 +577,50 @@ class TreeBank:
         if do_learn and w > 0.0:
             self.n_seen += 1
         if do_predict:
+            out = self._out1
             if label_only:  # argmax without building the dict (ties: first class, as argmax_label)
-                vals = out[0].tolist()[:n_cls]  # (list functions: numpy's cost ~1 us a call)
+                vals = out[_NOW].tolist()[:n_cls]  # (list functions: numpy's cost ~1 us a call)
                 t = sum(vals)
                 if t != t:  # a NaN: as the answer's dict (proba_dict) would be read
                     return argmax_label(dict(zip(s.classes[:n_cls], vals, strict=True)))
                 return s.classes[vals.index(max(vals))] if any(vals) else None
-            return s.proba_dict(out[0], n_cls)
+            return s.proba_dict(out[_NOW], n_cls)
         return None
+
+    def flush(self) -> None:
+        """Run the learn that ``run_one(..., defer=True)`` kept, if any (its own kernel call)."""
+        kept = self._pending
+        if kept is None:
+            return
+        self._pending = None
+        kernel, ipar, fstate, need, xn, xc = kept
+        self._one[1][_NOW] = 0.0  # row _NOW: nothing to do
+        interp = MODE.interpreted and interpreting()
+        if interp:
+            run = twin_of(kernel)
+        else:
+            entry = self._entries.get(kernel)
+            run = (
+                entry[2]
+                if entry is not None and entry[0] is ipar and entry[1] is fstate
+                else kernel
+            )
+        B = self.view(interp)
+        start = _KEPT
+        while (start := run(B, ipar, fstate, xn, xc, self._y1, self._w1, self._seq1, start, False,
+                            True, self._out1, self._ncls1, self.schema.code_attr_array,
+                            need)) < 2:  # fmt: skip
+            self.grow_nodes(need)
+            B = self.view(interp)
+        if self._pgen_now[0] != self._pgen:
+            self.sync()
 
     # --------------------------------------------------------------------------- state
     def _canonical(self) -> TreeState:
         """The live rows and class entries of every member in canonical order (``canonical``),
         in arrays as wide as the largest member's: what a saved state holds. Capacity, freed
         rows, dead class entries and the index do not affect results."""
+        self.flush()
         self.sync()
         counts = np.zeros((self.M, 7), np.int64)
         interp = MODE.interpreted and interpreting()
@@ -561,6 +653,7 @@ class TreeBank:
         """Load saved arrays (``state_arrays``; set ``schema`` first). Arrays of older states are
         converted: version 1 (dense per-leaf blocks over the whole vocabulary) and version 2
         (sparse rows, dense over the classes)."""
+        self.flush()
         if prefix + "wc" not in arrays and prefix + "dist" in arrays:
             if prefix + "v_code" in arrays:
                 self._load_v2(arrays, prefix)
@@ -730,6 +823,7 @@ class TreeBank:
         """Bytes the bank's arrays take in memory: allocated, with their room to grow and the
         row index (several times ``nbytes``, the compact saved state). Reads only: the runs
         hand grown pools to ``T`` (``sync``) before they return."""
+        self.flush()
         return sum(a.nbytes for a in self.T)
 
     @property
@@ -737,6 +831,7 @@ class TreeBank:
         """Bytes the rows and class entries in use take in memory (int64 / float64, as wide as
         the largest member's): live class entries, rows up to their high-water marks (freed rows
         are few: a leaf that splits hands its rows to its children). O(members), no copy."""
+        self.flush()
         self.sync()
         T = self.T
         size = _used(T)._replace(

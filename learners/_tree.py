@@ -1829,6 +1829,13 @@ def classes_after(n_cls, ys, r):
 
 
 @nb.njit(cache=True)
+def predicted_from(xn, out):
+    """The first row a run kernel predicts: ``out`` holds the predictions of the last
+    ``len(out)`` rows of ``xn`` (all of them but for a deferred learn, ``TreeBank.run_one``)."""
+    return max(xn.shape[0] - out.shape[0], 0)
+
+
+@nb.njit(cache=True)
 def classes_needed(n_cls, ys, start, do_learn):
     """Length of the sparse probability buffers for rows ``start..`` (at least 2)."""
     C = 2
@@ -1855,7 +1862,9 @@ def single_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_lear
     All run kernels share this signature: ``B`` the bank, ``ipar``/``fstate`` the ensemble's integer and
     float parameters/state (unused here), rows ``xn``/``xc``/``ys``/``ws`` with sequence numbers
     ``seqs``; ``n_cls[r]`` is the number of classes known when row r is predicted, and row r of
-    ``out`` receives its probabilities (``out[r, :n_cls[r]]``, dense). Returns the first row not
+    ``out`` receives its probabilities (``out[r, :n_cls[r]]``, dense). ``out`` may have fewer
+    rows than ``xn`` (``predicted_from``): then only the last ``len(out)`` rows are predicted,
+    into its rows in order (a deferred learn first, ``TreeBank.run_one``). Returns the first row not
     processed (``len(ys)`` when done; earlier when arrays must grow by ``need`` nodes/slots
     first)."""
     C = classes_needed(n_cls, ys, start, do_learn)
@@ -1876,14 +1885,16 @@ def single_rows(B, xn, xc, ys, ws, start, do_predict, do_learn, out, n_cls, code
     if do_predict and not do_learn and B.leaf_prediction == PRED_STUMP and B.n_nodes[0] == 1:
         return stump_predict_rows(B, xn, xc, start, out, n_cls, code_attr, pk, pv)
     R = xn.shape[0]
+    first = predicted_from(xn, out)
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
             return r
         hint[0, 0] = -1
-        if do_predict:
-            out[r, : n_cls[r]] = 0.0
+        if do_predict and r >= first:
+            o = out[r - first]
+            o[: n_cls[r]] = 0.0
             n = tree_proba(B, B, 0, xn[r], xc[r], n_cls[r], code_attr, pk, pv, hint)
-            scatter(pk, pv, n, out[r])
+            scatter(pk, pv, n, o)
         if do_learn and ws[r] > 0.0:
             nc = classes_after(n_cls, ys, r)
             tree_learn(B, B, 0, xn[r], xc[r], ys[r], ws[r], nc, code_attr, pk, pv, hint)

@@ -51,6 +51,7 @@ from ._tree import (
     has_room,
     keep_alive,
     member_buffers,
+    predicted_from,
     scatter,
     single_run,
     tree_best,
@@ -101,5 +102,6 @@ __all__ = [
     "tree_reset",
     "keep_alive",
     "member_buffers",
+    "predicted_from",
     "unowned",
 ]

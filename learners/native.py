@@ -62,9 +62,22 @@ class NativeLearner(ManyMixin, RiverEstimator):
 
     _param_names: tuple[str, ...] = ("limits",)
     limits: Limits | dict | None = None
+    # learn_one defers its kernel call into the next prediction's (TreeBank.run_one); False on
+    # an instance learns at once (the tests' reference)
+    _defer_learns = True
 
     def __init__(self) -> None:
-        self._bank = TreeBank(self._tree_params(), 1, limits=self._limits())
+        self._tb = TreeBank(self._tree_params(), 1, limits=self._limits())
+
+    @property
+    def _bank(self) -> TreeBank:
+        """The learner's bank, with the learn that ``learn_one`` deferred done: every reader of
+        the model goes through here (``learn_one`` and the predictions use ``_tb``, which fuse
+        that learn into the next prediction's kernel call; ``TreeBank.run_one``)."""
+        bank = self._tb
+        if bank._pending is not None:
+            bank.flush()
+        return bank
 
     def _limits(self) -> Limits:
         """The learner's limits (``limits`` as given: ``None``, a dict or ``Limits``)."""
@@ -105,23 +118,23 @@ class NativeLearner(ManyMixin, RiverEstimator):
     # ---------------------------------------------------------------- the model API
     def learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> None:  # type: ignore[override]
         """Learn one example with sample weight ``w`` (``w = 0`` does nothing)."""
-        self._bank.run_one(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x, y, w, predict=False,
-                           learn=True)  # fmt: skip
+        self._tb.run_one(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x, y, w, predict=False,
+                         learn=True, defer=self._defer_learns)  # fmt: skip
 
     def predict_proba_one(self, x: Features) -> dict[Label, float]:  # type: ignore[override]
         """Class probabilities (``{}`` before any training)."""
-        return self._bank.run_one(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x)
+        return self._tb.run_one(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x)
 
     def predict_one(self, x: Features) -> Label | None:  # type: ignore[override]
         """The most probable label (``None`` before any training)."""
-        return self._bank.run_one(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x,
-                                  label_only=True)  # fmt: skip
+        return self._tb.run_one(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x,
+                                label_only=True)  # fmt: skip
 
     def predict_learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> dict[Label, float]:
         """Predict, then learn (prequential). Returns the class *probabilities* the model gave
         before learning ``x`` (not a label: ``argmax_label`` of it is the prediction)."""
-        return self._bank.run_one(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x, y, w,
-                                  learn=True)  # fmt: skip
+        return self._tb.run_one(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x, y, w,
+                                learn=True)  # fmt: skip
 
     def _reads_frames(self) -> bool:
         return True
