@@ -501,7 +501,8 @@ class TreeBank:
         if do_learn:
             if type(w) is not float or not (0.0 <= w <= MAX_WEIGHT):  # (base.check_weight, inline:
                 check_weight(w)  # a str or None is a WeightError there, not a TypeError here)
-            self.check_bytes()
+            if self._alloc_bytes + s.text_bytes > self.limits.max_state_bytes:
+                self.check_bytes()  # (its own first test, inline)
             mark = s.mark()
             try:
                 xn, xc = self._encode_one(x, True)
@@ -512,7 +513,8 @@ class TreeBank:
             except Exception:
                 s.rollback(mark)
                 raise
-            self.fit_schema()
+            if (len(s.cat_names), len(s.num_names)) != self._fitted:
+                self.fit_schema()  # (its own first test, inline)
         else:
             xn, xc = self._encode_one(x, False)
             n_cls = len(s.classes)
