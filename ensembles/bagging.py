@@ -180,7 +180,15 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         last, self._predicted = self._predicted, None
         kept, self._kept_reuse = self._kept_reuse, False
         reuse = learn and not predict and last is not None and last[0] is x and last[1] == x
-        # (kept and reuse exclude each other: kept means that the last call was a learn)
+        if kept and learn:  # the kept learn first, with the kept predictions: not this call's
+            self._int_params[_adaptive.REUSE] = 1
+            try:
+                self._be.flush()
+            finally:
+                self._int_params[_adaptive.REUSE] = 0
+            kept = False
+        # (kept and reuse exclude each other: kept means that the last call was a learn; a kept
+        # learn is always run as the first row of a kernel call: the fused one, or a flush)
         self._int_params[_adaptive.REUSE] = int(kept or (reuse and not defer))
         try:
             out = run_one(x, y, w, predict=predict, learn=learn, label_only=label_only, defer=defer)

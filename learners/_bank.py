@@ -195,6 +195,7 @@ class TreeBank:
         self.n_seen = 0  # examples learned with w > 0: the sequence counter of the Poisson draws
         # the deferred learn, (kernel, ipar, fstate, need, xn, xc), or None (see run_one, flush)
         self._pending: tuple | None = None
+        self._learns_only = False  # the last run_one learned without predicting (see run_one)
         self._set(
             _alloc(
                 n_members,
@@ -525,10 +526,14 @@ class TreeBank:
             xn, xc = self._encode_one(x, False)
             n_cls = len(s.classes)
             yc = 0
+            self._learns_only = False
         one = self._one  # memoryviews of the buffers (cheaper to set than numpy's items)
         if do_learn:
             need = min(max(2, s._max_values), self._max_nodes) + 2  # self.need()
-            if defer and not do_predict and w > 0.0:  # kept for the next call (row _KEPT)
+            # kept for the next call (row _KEPT), unless the last call learned too: a loop of
+            # learns alone gains nothing (each would run the one kept before) and learns at once
+            if defer and not do_predict and w > 0.0 and not self._learns_only:
+                self._learns_only = True
                 row = self._xn_bytes  # xn[_KEPT] = xn[_NOW]
                 half = len(row) >> 1
                 row[:half] = row[half:]
@@ -543,6 +548,7 @@ class TreeBank:
                 self._pending = (kernel, ipar, fstate, need, xn, xc)
                 self.n_seen += 1
                 return None
+            self._learns_only = not do_predict
             start = _NOW
         elif kept is not None and kept[4] is xn and kept[5] is xc:
             # learn the kept example (row _KEPT), then predict this one (row _NOW, w = 0)

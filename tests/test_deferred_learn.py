@@ -278,3 +278,30 @@ def test_the_bank_runs_a_kept_learn_before_its_own_reads(reader) -> None:
 
 def _state_of(bank) -> dict:
     return {n: a.tobytes() for n, a in bank.state_arrays().items()}
+
+
+@pytest.mark.parametrize("name", ["ht", "bag_adwin", "boost_adwin", "bag_nb"])
+def test_the_interpreted_twins_defer_alike(name) -> None:
+    """Kept learns run by the kernels' Python twins (a cold numba cache) give the compiled
+    kernels' answers and states; a model switched between the modes with a learn kept too."""
+    from learners import jit
+
+    ops = _river_block(60, 3)
+    models = [MODELS[name]() for _ in range(3)]
+    models[2]._defer_learns = False
+    answers: list[list] = [[], [], []]
+    try:
+        for i, op in enumerate(ops):
+            for k, model in enumerate(models):
+                jit.set_interpreted(k == 0 or (k == 1 and i % 2 == 0))
+                if op[0] == "predict":
+                    last = op[1]
+                    answers[k].append(model.predict_proba_one(last))
+                else:
+                    model.learn_one(last, op[1], w=op[2])
+    finally:
+        jit.set_interpreted(False)
+    assert answers[0] == answers[1] == answers[2]
+    assert _same(_state(models[0]), _state(models[2])) and _same(
+        _state(models[1]), _state(models[2])
+    )

@@ -1,5 +1,5 @@
 """The per-example path (``TreeBank.run_one``) calls its kernel's compiled entry point, skipping
-numba's per-call type dispatch, and encodes a row into the bank's one-row buffers.
+numba's per-call type dispatch, and encodes a row into the bank's per-example buffers.
 
 Both are only sound if nothing a caller passes changes type between calls and if a kept encoding
 never outlives the buffer contents it describes. ``ENTRY_CHECKS.on`` (set for the whole suite in
@@ -144,7 +144,7 @@ def _outcome(f, *args):
 
 
 def test_a_row_encoded_after_a_kept_one_is_not_mistaken_for_it() -> None:
-    """predict(x1) keeps x1's encoding in the one-row buffers; learn(x2) overwrites them; a
+    """predict(x1) keeps x1's encoding in the per-example buffers; learn(x2) overwrites them; a
     learn of x1 must encode x1 again, not reuse the buffers (which hold x2)."""
     x1, x2 = {"a": 1.0, "b": 5.0}, {"a": 9.0, "b": -3.0}
     one, many = learners.NaiveBayes(), learners.NaiveBayes()
