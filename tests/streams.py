@@ -60,3 +60,15 @@ class Proxy:
 
     def clone(self):
         return Proxy(self.inner.clone())
+
+
+def assert_same_state(a, b) -> None:
+    """Two models hold the same state: headers equal, every array of the same dtype, shape and
+    values (NaN equal to NaN)."""
+    sa, sb = a.to_state(), b.to_state()
+    assert sa["header"] == sb["header"]
+    assert sa["arrays"].keys() == sb["arrays"].keys()
+    for name, arr in sa["arrays"].items():
+        other = sb["arrays"][name]
+        assert arr.dtype == other.dtype and arr.shape == other.shape, name
+        assert np.array_equal(arr, other, equal_nan=True), name

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from streams import categorical_stream, mixed_stream
+from streams import assert_same_state, categorical_stream, mixed_stream
 
 from ensembles import OnlineBagging, OnlineBoosting, backends, build_model, load_state
 from ensembles._atomic import take
@@ -52,16 +52,6 @@ STREAMS = {
     "mixed": lambda: list(mixed_stream(1500, seed=4, new_class_at=700)),
     "wide": lambda: list(wide_stream(1500, seed=5)),
 }
-
-
-def assert_same_state(a, b) -> None:
-    sa, sb = a.to_state(), b.to_state()
-    assert sa["header"] == sb["header"]
-    assert sa["arrays"].keys() == sb["arrays"].keys()
-    for name, arr in sa["arrays"].items():
-        other = sb["arrays"][name]
-        assert arr.dtype == other.dtype and arr.shape == other.shape, name
-        assert np.array_equal(arr, other, equal_nan=True), name
 
 
 def prequential(model, data, batch: int) -> list[dict]:

@@ -13,11 +13,11 @@ import sys
 import threading
 import time
 
-import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from streams import assert_same_state
 
 from ensembles import OnlineBagging, OnlineBoosting, Single, backends, stream
 from learners import (
@@ -77,13 +77,7 @@ def batches_of(data: list, sizes: list[int], weights: bool = False) -> list[tupl
 
 
 def assert_same_model(a, b) -> None:
-    sa, sb = a.to_state(), b.to_state()
-    assert sa["header"] == sb["header"]
-    assert sa["arrays"].keys() == sb["arrays"].keys()
-    for name, arr in sa["arrays"].items():
-        other = sb["arrays"][name]
-        assert arr.dtype == other.dtype and arr.shape == other.shape, name
-        assert np.array_equal(arr, other, equal_nan=True), name
+    assert_same_state(a, b)
     assert a.n_seen == b.n_seen if hasattr(a, "n_seen") else True
 
 
