@@ -14,6 +14,7 @@ which it is.
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
@@ -33,6 +34,20 @@ from .members import member_clone
 
 MAX_THREADS = 256
 PARALLEL_MIN_ROWS = 64  # smaller batches run in the calling thread (threads: ~0.1-0.2 ms a batch)
+# the cores a pipelined stream may count on (None: the process's usable cores). A stream overlaps
+# batches only with a core to spare for its calling thread beside the member threads: on 2 cores
+# with 2 member threads it was slower than the batch calls (benchmarks/results/threads.md)
+PIPELINE_CORES: int | None = None
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (not on every OS)
+        return os.cpu_count() or 1
+
+
 VOTE_BYTES = 32 << 20  # the members' kept predictions of one block of rows take at most this
 
 
@@ -119,8 +134,10 @@ class CompiledBackend:
     def pipelines(self, rows: int) -> bool:
         """Whether a batch of ``rows`` runs its members in threads that do not hold the GIL
         (as ``run`` would run it), so that a stream can learn it while the calling thread
-        works on the next batch."""
-        return (min(self.threads, self.n_models) > 1 and self.independent_members
+        works on the next batch, and a core is left for the calling thread (``PIPELINE_CORES``)."""
+        threads = min(self.threads, self.n_models)
+        cores = PIPELINE_CORES if PIPELINE_CORES is not None else usable_cores()
+        return (threads > 1 and cores > threads and self.independent_members
                 and rows >= PARALLEL_MIN_ROWS and not interpreting())  # fmt: skip
 
     def stage(self, X, ys, ws) -> tuple:

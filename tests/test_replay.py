@@ -243,8 +243,9 @@ def test_local_replay_with_threads_streams_its_batches_with_the_same_report(
     """``threads``: the local model learns the file as a stream of batches
     (``predict_learn_batches``: the members of one batch learn while the next is encoded);
     the predictions, the progress reports and the saved model are those of one thread."""
-    from ensembles import OnlineBagging
+    from ensembles import OnlineBagging, backends
 
+    monkeypatch.setattr(backends, "PIPELINE_CORES", 64)  # overlapped even on 2 cores
     streamed = []
     real = OnlineBagging.predict_learn_batches
 

@@ -97,6 +97,14 @@ class Pulled:
             yield b
 
 
+@pytest.fixture(autouse=True)
+def _cores_to_spare(monkeypatch):
+    """Streams overlap batches only with a core to spare beside the member threads
+    (``backends.PIPELINE_CORES``); these tests run on 2 cores and overlap them anyway (a test
+    below sets it back)."""
+    monkeypatch.setattr(backends, "PIPELINE_CORES", 64)
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("kind", sorted(MODELS))
 def test_a_stream_gives_the_answers_and_model_of_batch_calls(kind, threads):
@@ -130,6 +138,28 @@ def test_bagging_with_threads_overlaps_the_batches(monkeypatch):
     want = sequential(MODELS["bag_ht"](1), batches)
     assert list(MODELS["bag_ht"](2).predict_learn_batches(batches)) == want
     assert started == [100, 150, 64, 93]  # not the batches of 30 and 63 rows (< 64)
+
+
+@pytest.mark.parametrize("cores", [2, 3])
+def test_without_a_core_to_spare_a_stream_runs_the_batch_calls(monkeypatch, cores):
+    """With as many cores as member threads (2 threads on this 2-core machine: the calling
+    thread's encoding took a core from the members, slower than the batch calls), a stream runs
+    the batch calls in order; with a core more it overlaps them."""
+    monkeypatch.setattr(backends, "PIPELINE_CORES", cores)
+    started = []
+    start = backends.CompiledBackend.start
+
+    def counting(self, staged, *, predict):
+        started.append(len(staged[1]))
+        return start(self, staged, predict=predict)
+
+    monkeypatch.setattr(backends.CompiledBackend, "start", counting)
+    batches = batches_of(growing_stream(300, seed=4), [100, 200])
+    want = sequential(MODELS["bag_nb"](1), batches)
+    assert list(MODELS["bag_nb"](2).predict_learn_batches(batches)) == want
+    assert started == ([] if cores == 2 else [100, 200])
+    monkeypatch.setattr(backends, "PIPELINE_CORES", None)  # this machine's own count
+    assert backends.usable_cores() >= 1
 
 
 def test_the_next_batch_is_encoded_while_the_members_learn(monkeypatch):
