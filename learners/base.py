@@ -77,20 +77,20 @@ def check_weights(ws: Any, n: int) -> np.ndarray:
         raw = np.empty(len(ws), dtype=object)
         for r, v in enumerate(ws):
             raw[r] = v
-    if raw.dtype.kind not in "biuf" and raw.shape == (n,):  # strings, None, objects
+    if raw.shape != (n,):
+        raise WeightError(
+            f"sample weights must be one per row: {n} rows, weights of shape {raw.shape}"
+        )
+    if raw.dtype.kind not in "biuf":  # strings, None, objects: each must be a number
         items = raw.tolist() if isinstance(ws, np.ndarray) else list(ws)  # (as given: numpy
-        for r, v in enumerate(items):  # makes [1.0, "1"] strings) each must be a number
+        for r, v in enumerate(items):  # makes [1.0, "1"] strings)
             if not isinstance(v, numbers.Real):
                 exc = WeightError(
                     f"sample weights must be numbers from 0 to {MAX_WEIGHT:g}, got {v!r} (row {r})"
                 )
                 at_row(exc, r)
                 raise exc
-    w = raw.astype(np.float64, copy=False) if raw.dtype.kind in "biuf" or raw.shape == (n,) else raw
-    if w.shape != (n,):
-        raise WeightError(
-            f"sample weights must be one per row: {n} rows, weights of shape {w.shape}"
-        )
+    w = raw.astype(np.float64, copy=False)
     ok = (w >= 0.0) & (w <= MAX_WEIGHT)
     if not ok.all():
         r = int(np.flatnonzero(~ok)[0])
@@ -141,9 +141,8 @@ def rows_of(X: Any, frames: bool = False) -> tuple[Any, Any]:
     through ``Schema.encode_rows``, which reads the columns)."""
     if hasattr(X, "columns") and hasattr(X, "to_dict"):
         return (FrameRows(X) if frames else X.to_dict(orient="records")), X.index
-    if isinstance(X, dict | str | bytes) or not hasattr(
-        X, "__iter__"
-    ):  # (a dict's keys are not rows)
+    # (a dict is iterable, but its keys are not rows)
+    if isinstance(X, dict | str | bytes) or not hasattr(X, "__iter__"):
         raise FeatureTypeError(
             "features", f"expected a list of dicts or a DataFrame, got {type(X).__name__}"
         )

@@ -123,10 +123,9 @@ def test_a_stream_gives_the_answers_and_model_of_batch_calls(kind, threads):
     assert_same_model(learned, want_learned)
 
 
-def test_bagging_with_threads_overlaps_the_batches(monkeypatch):
-    """The pipelined path runs (its batches start in the stream's thread), and the batches too
-    small for parallel members go through the batch call, in order."""
-    started = []
+def count_starts(monkeypatch) -> list[int]:
+    """The rows of each batch a stream starts in its own thread (``CompiledBackend.start``)."""
+    started: list[int] = []
     start = backends.CompiledBackend.start
 
     def counting(self, staged, *, predict):
@@ -134,6 +133,13 @@ def test_bagging_with_threads_overlaps_the_batches(monkeypatch):
         return start(self, staged, predict=predict)
 
     monkeypatch.setattr(backends.CompiledBackend, "start", counting)
+    return started
+
+
+def test_bagging_with_threads_overlaps_the_batches(monkeypatch):
+    """The pipelined path runs (its batches start in the stream's thread), and the batches too
+    small for parallel members go through the batch call, in order."""
+    started = count_starts(monkeypatch)
     batches = batches_of(growing_stream(500, seed=2), [100, 30, 150, 64, 63, 93])
     want = sequential(MODELS["bag_ht"](1), batches)
     assert list(MODELS["bag_ht"](2).predict_learn_batches(batches)) == want
@@ -146,14 +152,7 @@ def test_without_a_core_to_spare_a_stream_runs_the_batch_calls(monkeypatch, core
     thread's encoding took a core from the members, slower than the batch calls), a stream runs
     the batch calls in order; with a core more it overlaps them."""
     monkeypatch.setattr(backends, "PIPELINE_CORES", cores)
-    started = []
-    start = backends.CompiledBackend.start
-
-    def counting(self, staged, *, predict):
-        started.append(len(staged[1]))
-        return start(self, staged, predict=predict)
-
-    monkeypatch.setattr(backends.CompiledBackend, "start", counting)
+    started = count_starts(monkeypatch)
     batches = batches_of(growing_stream(300, seed=4), [100, 200])
     want = sequential(MODELS["bag_nb"](1), batches)
     assert list(MODELS["bag_nb"](2).predict_learn_batches(batches)) == want
