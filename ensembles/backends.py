@@ -92,9 +92,7 @@ class CompiledBackend:
 
     def flush(self) -> None:
         """Run the learn ``run_one(..., defer=True)`` kept (``TreeBank.flush``), if any."""
-        bank = self.bank
-        if bank._pending is not None:
-            bank.flush()
+        self.bank.flush()
 
     @property
     def n_seen(self) -> int:
