@@ -592,6 +592,9 @@ class Schema:
         """``[proba_dict(out[r], n_cls[r]) for r in range(len(out))]``, converting ``out`` to
         Python floats in one call (a row's slice and ``tolist`` cost more than its dict)."""
         classes = self.classes
+        fast = self._normalized_dicts(out, n_cls)
+        if fast is not None:
+            return fast
         c0, c1 = (classes + [None, None])[:2]
         keys: dict[int, list] = {}
         res: list[dict] = []
@@ -611,6 +614,36 @@ class Schema:
             if k is None:
                 k = keys[n] = classes[:n]
             res.append(dict(zip(k, vals, strict=False)))  # (as long: vals has n entries)
+        return res
+
+    def _normalized_dicts(self, out: np.ndarray, n_cls: np.ndarray) -> list[dict] | None:
+        """``proba_dicts`` of the usual batch, checked with numpy: every row over the same classes
+        and either normalized (its sum within 1e-12 of 1) or empty (sum <= 0), as the kernels
+        answer; ``None`` for any other (the row loop then decides row by row). Each row's sum
+        is Python's ``sum`` of it: the columns added left to right."""
+        R = out.shape[0]
+        if R == 0 or n_cls[0] != n_cls[-1] or not (n_cls == n_cls[0]).all():
+            return None
+        n = int(n_cls[0])
+        if not 1 <= n <= min(out.shape[1], len(self.classes)):
+            return None
+        vals = out[:, :n]
+        total = vals[:, 0].copy()
+        for j in range(1, n):
+            total += vals[:, j]
+        empty = total <= 0.0
+        if not (empty | (np.abs(total - 1.0) <= 1e-12)).all():  # (NaN is neither)
+            return None
+        rows = vals.tolist()
+        if n == 2:  # (a literal is 3x faster than dict(zip()))
+            c0, c1 = self.classes[:2]
+            res = [{c0: a, c1: b} for a, b in rows]
+        else:
+            keys = self.classes[:n]
+            res = [dict(zip(keys, row, strict=True)) for row in rows]
+        if empty.any():
+            for r in np.flatnonzero(empty).tolist():
+                res[r] = {}
         return res
 
     def proba_dict(self, row: np.ndarray, n_classes: int | None = None) -> dict:

@@ -202,6 +202,47 @@ def test_batch_answers_equal_the_per_row_dicts(classes, data) -> None:
     assert [list(d) for d in got] == [list(d) for d in want]  # same key order
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 6), st.data())
+def test_normalized_batch_answers_equal_the_per_row_dicts(C, data) -> None:
+    """The usual batch (every row over the same classes, normalized or empty, as the kernels
+    answer) takes ``proba_dicts``' vectorised check: still ``proba_dict`` row by row, also with
+    rows the check must hand to the row loop (sums off by more than 1e-12, NaN, fewer classes
+    known at a row)."""
+    s = Schema()
+    for y in range(C):
+        s.class_code(f"c{y}", grow=True)
+    R = data.draw(st.integers(1, 12))
+    width = C + data.draw(st.integers(0, 2))
+    rows = []
+    for _ in range(R):
+        kind = data.draw(st.sampled_from(["normal", "normal", "empty", "off", "near", "first",
+                                          "nan"]))  # fmt: skip
+        raw = data.draw(st.lists(st.floats(0.0, 1e300), min_size=width, max_size=width))
+        row = np.array(raw, dtype=float)
+        tot = row[:C].sum()
+        if kind == "empty" or tot == 0.0 or not np.isfinite(tot):
+            row[:C] = 0.0
+        elif kind in ("normal", "near"):
+            row[:C] /= tot
+            if kind == "near":  # a sum off by more than 1e-12, less than 1e-6
+                row[:C] *= 1.0 + data.draw(st.floats(2e-12, 1e-7))
+        elif kind == "first":  # certain of the first class (0 for classes known later)
+            row[:C] = 0.0
+            row[0] = 1.0
+        elif kind == "nan":
+            row[data.draw(st.integers(0, C - 1))] = math.nan
+        rows.append(row)
+    out = np.array(rows).reshape(R, width)
+    n_cls = np.full(R, C, dtype=np.int64)
+    if data.draw(st.booleans()):
+        n_cls[: data.draw(st.integers(0, R))] = data.draw(st.integers(0, C))
+    got = s.proba_dicts(out, n_cls)
+    want = [s.proba_dict(out[r], int(n_cls[r])) for r in range(R)]
+    assert repr(got) == repr(want)  # (NaN-aware, and the same key order)
+    assert all(type(v) is float for d in got for v in d.values())
+
+
 _cell = st.one_of(
     st.sampled_from(
         [
@@ -375,3 +416,17 @@ def test_plain_dataframes_are_read_by_columns() -> None:
     assert s._encode_frame(frame, grow=True) is not None
     frame.columns = ["a", "a"]
     assert s._encode_frame(frame, grow=True) is None
+
+
+def test_batch_answers_with_classes_learned_within_the_batch() -> None:
+    """Rows before a class arrives answer over the classes known then: a batch whose counts
+    differ is not read as a batch over its first row's classes, even where that row's sums
+    would pass."""
+    s = Schema()
+    for y in "abc":
+        s.class_code(y, grow=True)
+    out = np.array([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
+    for counts in ([1, 3, 3, 3], [2, 3, 3, 2], [3, 3, 3, 1]):
+        got = s.proba_dicts(out, np.array(counts, dtype=np.int64))
+        assert got == [s.proba_dict(out[r], c) for r, c in enumerate(counts)]
+        assert [len(d) for d in got] == [c if out[r].any() else 0 for r, c in enumerate(counts)]
