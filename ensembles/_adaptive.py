@@ -420,18 +420,20 @@ def adaptive_loop(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn
 
 @nb.njit(cache=True)
 def adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
-                 code_attr, need):  # fmt: skip
+                 code_attr, need, hint, hinted):  # fmt: skip
     """Adaptive bagging over rows (signature of ``learners.compiled.single_run``; ``st`` an
-    ``AdaptiveState``). Returns the first row not processed."""
+    ``AdaptiveState``; ``hint``/``hinted`` unused: its own scratch). Returns the first row not
+    processed."""
     return adaptive_rows(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
                          n_cls, code_attr, need, BAGGING)  # fmt: skip
 
 
 @nb.njit(cache=True)
 def boosting_adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
-                          n_cls, code_attr, need):  # fmt: skip
+                          n_cls, code_attr, need, hint, hinted):  # fmt: skip
     """ADWIN boosting over rows (signature of ``learners.compiled.single_run``; ``st`` an
-    ``AdaptiveState``; ``ipar[REUSE]`` is 0). Returns the first row not processed."""
+    ``AdaptiveState``; ``ipar[REUSE]`` is 0; ``hint``/``hinted`` unused: its own scratch).
+    Returns the first row not processed."""
     return adaptive_rows(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
                          n_cls, code_attr, need, BOOSTING)  # fmt: skip
 

@@ -20,6 +20,7 @@ from learners.compiled import (
     member_buffers,
     predicted_from,
     scatter,
+    sparse_buffers,
     tree_best,
     tree_learn,
     tree_proba,
@@ -239,33 +240,36 @@ def boosting_learn(B, ipar, fstate, xr, cr, y, w, seq, nc, code_attr, pk, pv, hi
 # --------------------------------------------------------------------------- the row driver
 @nb.njit(cache=True)
 def ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
-                 code_attr, need, method):  # fmt: skip
+                 code_attr, need, hint, hinted, method):  # fmt: skip
     """Predict-then-learn rows ``start..`` with ``method`` (BAGGING or BOOSTING).
 
-    Row i is predicted after rows < i were learned. Returns the first row not processed
-    (``len(ys)`` when done, earlier when the arrays must grow by ``need`` nodes/slots first).
+    Row i is predicted after rows < i were learned. ``hint`` is cleared before each row but
+    row ``start`` when ``hinted`` (``learners.compiled.single_run``). Returns the first row not
+    processed (``len(ys)`` when done, earlier when the arrays must grow by ``need`` nodes/slots
+    first).
     """
     C = classes_needed(n_cls, ys, start, do_learn)
-    pk, pv, hint = member_buffers(B, C)
+    pk, pv = sparse_buffers(C)
     # The rows loop gets reference-count-free views (learners.compiled.unowned): the arguments
     # are held by the caller, the buffers by this frame until keep_alive.
     done = ensemble_rows(B, unowned(ipar), unowned(fstate), unowned(xn), unowned(xc), unowned(ys),
                          unowned(ws), unowned(seqs), start, do_predict, do_learn, unowned(out),
                          unowned(n_cls), unowned(code_attr), need, method, unowned(pk), unowned(pv),
-                         unowned(hint))  # fmt: skip
-    keep_alive(pk, pv, hint)
+                         unowned(hint), hinted)  # fmt: skip
+    keep_alive(pk, pv)
     return done
 
 
 @nb.njit(cache=True)
 def ensemble_rows(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
-                  code_attr, need, method, pk, pv, hint):  # fmt: skip
+                  code_attr, need, method, pk, pv, hint, hinted):  # fmt: skip
     R = xn.shape[0]
     first = predicted_from(xn, out)  # (rows before it: a deferred learn, not predicted)
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
             return r
-        hint[:, 0] = -1
+        if r != start or not hinted:  # (hinted: the hint holds row start's prediction)
+            hint[:, 0] = -1
         xr = xn[r]  # one view per row, not per member
         cr = xc[r]
         if do_predict and r >= first:
@@ -287,20 +291,20 @@ def ensemble_rows(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_l
 
 @nb.njit(cache=True)
 def bagging_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
-                code_attr, need):  # fmt: skip
+                code_attr, need, hint, hinted):  # fmt: skip
     """Online bagging over rows; ``ipar = [seed, vote]``. Signature of ``learners.compiled.single_run``."""
     return ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
-                        n_cls, code_attr, need, BAGGING)  # fmt: skip
+                        n_cls, code_attr, need, hint, hinted, BAGGING)  # fmt: skip
 
 
 @nb.njit(cache=True)
 def boosting_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
-                 code_attr, need):  # fmt: skip
+                 code_attr, need, hint, hinted):  # fmt: skip
     """Online boosting over rows; ``ipar = [seed, vote, lambda rule]``, ``fstate = [lambda_sc,
     lambda_sw, seen]`` (one column per member; ``seen[0]`` the total weight learned, kept for
     MOA's rule). Signature of ``learners.compiled.single_run``."""
     return ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
-                        n_cls, code_attr, need, BOOSTING)  # fmt: skip
+                        n_cls, code_attr, need, hint, hinted, BOOSTING)  # fmt: skip
 
 
 @nb.njit(cache=True)

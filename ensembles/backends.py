@@ -300,7 +300,8 @@ class MemberThreads:
                       np.zeros((1, 1, 1)))  # fmt: skip
 
     def __call__(self, B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
-                 n_cls, code_attr, need) -> int:  # fmt: skip
+                 n_cls, code_attr, need, hint, hinted) -> int:  # fmt: skip
+        # (hint, hinted: unused; each thread's members have their own, bagging_members')
         R = xn.shape[0]
         args = (xn, xc, ys, ws, seqs, n_cls, code_attr, need, do_predict, do_learn)
         while self.base < R:

@@ -193,8 +193,17 @@ class TreeBank:
         self.M = n_members
         self.schema = schema or Schema(self.limits)
         self.n_seen = 0  # examples learned with w > 0: the sequence counter of the Poisson draws
-        # the deferred learn, (kernel, ipar, fstate, need, xn, xc), or None (see run_one, flush)
+        # the deferred learn, (kernel, ipar, fstate, need, xn, xc, hinted), or None (see run_one,
+        # flush); hinted: _hint1 holds its example's route, from its prediction
         self._pending: tuple | None = None
+        # the per-example calls' route hint (a run kernel's ``hint``), kept between them: after a
+        # call that predicted row _NOW without learning it, the route of that example in the
+        # current state, for the learn of the same example (see run_one). _hint_for is what it
+        # is valid for: that call's kept encoding (``_last``), or None; _hint_kernel its kernel.
+        # Anything else that runs a kernel or replaces the arrays sets _hint_for to None.
+        self._hint1 = np.full((n_members, 4), -1, np.int64)
+        self._hint_for: tuple | None = None
+        self._hint_kernel: Any = None
         self._learns_only = False  # the last run_one learned without predicting (see run_one)
         self._set(
             _alloc(
@@ -232,6 +241,7 @@ class TreeBank:
 
     def _set(self, T: TreeState) -> None:
         self.T = T
+        self._hint_for = None  # (new arrays: the hint is not known to hold for them)
         self._alloc_bytes = sum(a.nbytes for a in T)
         # the numba struct over T and the parameters (made on first compiled use: not while the
         # interpreted twins run, which would compile its constructor), and the twins' view of T
@@ -268,6 +278,7 @@ class TreeBank:
         arrays."""
         if self._pending is not None:  # (whoever reads the arrays sees the deferred learn)
             self.flush()
+        self._hint_for = None  # (whoever gets the arrays may change them)
         if interpreted is None:
             interpreted = MODE.interpreted and interpreting()
         if interpreted:
@@ -405,6 +416,7 @@ class TreeBank:
         the ``code_attr`` array taken here (later codes do not change its entries)."""
         do_predict, do_learn = predict, learn
         self.flush()
+        self._hint_for = None
         R = xn.shape[0]
         if do_learn:
             self.fit_schema()
@@ -420,12 +432,13 @@ class TreeBank:
         code_attr = self.schema.code_attr_array
         interp = MODE.interpreted and interpreting()  # one mode for the whole call
         run = twin_of(kernel) if interp else kernel
+        hint = np.full((self.M, 4), -1, np.int64)  # the batch's own (not the per-example one)
 
         def loop() -> np.ndarray:
             start = 0
             while True:
                 start = run(self.view(interp), ipar, fstate, xn, xc, yc, w, seqs, start,
-                            do_predict, do_learn, out, n_cls, code_attr, need)  # fmt: skip
+                            do_predict, do_learn, out, n_cls, code_attr, need, hint, False)  # fmt: skip
                 if start >= R:
                     break
                 self.grow_nodes(need)
@@ -505,6 +518,8 @@ class TreeBank:
                                  or kept[2] is not fstate):  # fmt: skip
             self.flush()  # learned before this call's checks see the model
             kept = None
+        hint_for = self._hint_for  # (what _hint1 holds the route of, if anything: see below)
+        self._hint_for = None
         if do_learn:
             if type(w) is not float or not (0.0 <= w <= MAX_WEIGHT):  # (base.check_weight, inline:
                 check_weight(w)  # a str or None is a WeightError there, not a TypeError here)
@@ -545,14 +560,18 @@ class TreeBank:
                 one[1][_KEPT] = w
                 one[2][_KEPT] = self.n_seen
                 one[3][_KEPT] = n_cls
-                self._pending = (kernel, ipar, fstate, need, xn, xc)
+                # the last call predicted this row (the encoding it kept is this one's) and
+                # nothing ran since: its route in _hint1 holds for learning it
+                hinted = (hint_for is not None and hint_for is self._last
+                          and self._hint_kernel is kernel)  # fmt: skip
+                self._pending = (kernel, ipar, fstate, need, xn, xc, hinted)
                 self.n_seen += 1
                 return None
             self._learns_only = not do_predict
             start = _NOW
         elif kept is not None and kept[4] is xn and kept[5] is xc:
             # learn the kept example (row _KEPT), then predict this one (row _NOW, w = 0)
-            need, start, do_learn = kept[3], _KEPT, True
+            need, start, do_learn, hinted = kept[3], _KEPT, True, kept[6]
             self._pending = None
         else:
             self.flush()  # (kept in other buffers: not after a flush in _encode_one)
@@ -574,20 +593,27 @@ class TreeBank:
                 run = entry[2]
             else:
                 run, fill = kernel, True
+        if start != _KEPT:
+            hinted = False
         B = self.B
         if interp or B is None:
             B = self.view(interp)
+        hint = self._hint1
         while (start := run(B, ipar, fstate, xn, xc, self._y1, self._w1, self._seq1, start,
-                            do_predict, do_learn, out, self._ncls1, s.code_attr_array,
-                            need)) < 2:  # fmt: skip
+                            do_predict, do_learn, out, self._ncls1, s.code_attr_array, need, hint,
+                            hinted)) < 2:  # fmt: skip
             self.grow_nodes(need)
             B = self.view(interp)  # grown arrays: a new struct
+            hinted = False  # (routed again: simpler than proving the route survives the growth)
         if fill:  # every argument's type is fixed for this bank from now on
             self._entries[kernel] = (ipar, fstate, entry_point(kernel, (
                 B, ipar, fstate, xn, xc, self._y1, self._w1, self._seq1, 0, do_predict, do_learn, out,
-                self._ncls1, s.code_attr_array, need)))  # fmt: skip
+                self._ncls1, s.code_attr_array, need, hint, hinted)))  # fmt: skip
         if do_learn and self._pgen_now[0] != self._pgen:  # (only learning grows the pools)
             self.sync()
+        if not learn:  # row _NOW predicted, not learned: _hint1 holds its route in this state
+            self._hint_for = self._last
+            self._hint_kernel = kernel
         if do_learn and w > 0.0:
             self.n_seen += 1
         if do_predict:
@@ -607,7 +633,8 @@ class TreeBank:
         if kept is None:
             return
         self._pending = None
-        kernel, ipar, fstate, need, xn, xc = kept
+        self._hint_for = None
+        kernel, ipar, fstate, need, xn, xc, hinted = kept
         self._one[1][_NOW] = 0.0  # row _NOW: nothing to do
         interp = MODE.interpreted and interpreting()
         if interp:
@@ -622,10 +649,11 @@ class TreeBank:
         B = self.view(interp)
         start = _KEPT
         while (start := run(B, ipar, fstate, xn, xc, self._y1, self._w1, self._seq1, start, False,
-                            True, self._out1, self._ncls1, self.schema.code_attr_array,
-                            need)) < 2:  # fmt: skip
+                            True, self._out1, self._ncls1, self.schema.code_attr_array, need,
+                            self._hint1, hinted)) < 2:  # fmt: skip
             self.grow_nodes(need)
             B = self.view(interp)
+            hinted = False
         if self._pgen_now[0] != self._pgen:
             self.sync()
 

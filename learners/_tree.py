@@ -1847,16 +1847,23 @@ def classes_needed(n_cls, ys, start, do_learn):
 
 
 @nb.njit(cache=True)
+def sparse_buffers(C):
+    """``pk``/``pv`` for a member's sparse probabilities (at least ``C`` classes, see
+    ``classes_needed``; ``pv`` twice that, see ``nb_proba``; also learning's scratch)."""
+    return np.empty(C, np.int64), np.empty(2 * C)
+
+
+@nb.njit(cache=True)
 def member_buffers(B, C):
-    """A run's scratch: ``pk``/``pv`` for a member's sparse probabilities (at least ``C`` classes,
-    see ``classes_needed``; ``pv`` twice that, see ``nb_proba``; also learning's scratch) and ``hint`` ([M, 4], -1: the route and
-    results ``tree_proba`` and ``tree_learn`` leave for the same example)."""
-    return np.empty(C, np.int64), np.empty(2 * C), np.full((B.kind.shape[0], 4), -1, dtype=np.int64)
+    """A run's scratch: ``pk``/``pv`` (``sparse_buffers``) and ``hint`` ([M, 4], -1: the route
+    and results ``tree_proba`` and ``tree_learn`` leave for the same example)."""
+    pk, pv = sparse_buffers(C)
+    return pk, pv, np.full((B.kind.shape[0], 4), -1, dtype=np.int64)
 
 
 @nb.njit(cache=True)
 def single_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls, code_attr,
-               need):  # fmt: skip
+               need, hint, hinted):  # fmt: skip
     """Predict-then-learn rows ``start..`` with member 0 (a standalone learner).
 
     All run kernels share this signature: ``B`` the bank, ``ipar``/``fstate`` the ensemble's integer and
@@ -1864,32 +1871,38 @@ def single_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_lear
     ``seqs``; ``n_cls[r]`` is the number of classes known when row r is predicted, and row r of
     ``out`` receives its probabilities (``out[r, :n_cls[r]]``, dense). ``out`` may have fewer
     rows than ``xn`` (``predicted_from``): then only the last ``len(out)`` rows are predicted,
-    into its rows in order (a deferred learn first, ``TreeBank.run_one``). Returns the first row not
+    into its rows in order (a deferred learn first, ``TreeBank.run_one``). ``hint`` ([M, 4], see
+    ``tree_proba``) is the call's route hint, cleared before each row, except before row
+    ``start`` when ``hinted``: then it holds that row's example in the bank's current state
+    (what the prediction of a deferred learn's example left, ``TreeBank.run_one``). On return
+    it holds the last row's, in the state after the call. Returns the first row not
     processed (``len(ys)`` when done; earlier when arrays must grow by ``need`` nodes/slots
     first)."""
     C = classes_needed(n_cls, ys, start, do_learn)
-    pk, pv, hint = member_buffers(B, C)
+    pk, pv = sparse_buffers(C)
     # reference-count-free views (``unowned``): the arguments are held by the caller, the
     # buffers by this frame until keep_alive
     done = single_rows(B, unowned(xn), unowned(xc), unowned(ys), unowned(ws), start, do_predict,
                        do_learn, unowned(out), unowned(n_cls), unowned(code_attr), need,
-                       unowned(pk), unowned(pv), unowned(hint))  # fmt: skip
-    keep_alive(pk, pv, hint)
+                       unowned(pk), unowned(pv), unowned(hint), hinted)  # fmt: skip
+    keep_alive(pk, pv)
     return done
 
 
 @nb.njit(cache=True)
 def single_rows(B, xn, xc, ys, ws, start, do_predict, do_learn, out, n_cls, code_attr, need, pk,
-                pv, hint):  # fmt: skip
+                pv, hint, hinted):  # fmt: skip
     """The rows loop of ``single_run``."""
     if do_predict and not do_learn and B.leaf_prediction == PRED_STUMP and B.n_nodes[0] == 1:
+        hint[0, 0] = -1  # (not routed: nothing known of the example)
         return stump_predict_rows(B, xn, xc, start, out, n_cls, code_attr, pk, pv)
     R = xn.shape[0]
     first = predicted_from(xn, out)
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
             return r
-        hint[0, 0] = -1
+        if r != start or not hinted:
+            hint[0, 0] = -1
         if do_predict and r >= first:
             o = out[r - first]
             o[: n_cls[r]] = 0.0

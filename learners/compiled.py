@@ -18,7 +18,10 @@ that an ensemble runs all its members inside *one* compiled kernel (ARCHITECTURE
   :func:`tree_reset` (member m becomes a fresh, untrained tree: a drift detector's reset).
 - :func:`single_run` is the run kernel of one standalone learner; an ensemble's run kernel has the
   same signature (``B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
-  code_attr, need``) and returns the first row it did not process.
+  code_attr, need, hint, hinted``) and returns the first row it did not process. ``hint`` is the
+  caller's route hint (``[M, 4]``; ``TreeBank`` keeps one across its per-example calls, so that a
+  deferred learn reuses its example's prediction: ``hinted``); :func:`member_buffers` and
+  :func:`sparse_buffers` make a kernel's own scratch.
 - ``STATE_FORMAT`` / ``STATE_VERSION`` / ``READABLE_VERSIONS`` version the ``to_state`` header;
   ``KERNEL_SOURCES`` are the files whose code compiled callers inline (their numba caches depend
   on them).
@@ -54,6 +57,7 @@ from ._tree import (
     predicted_from,
     scatter,
     single_run,
+    sparse_buffers,
     tree_best,
     tree_learn,
     tree_proba,
@@ -96,6 +100,7 @@ __all__ = [
     "learner_limits",
     "scatter",
     "single_run",
+    "sparse_buffers",
     "tree_best",
     "tree_learn",
     "tree_proba",

@@ -183,7 +183,7 @@ def test_a_label_read_from_nan_probabilities_is_the_answer_dicts() -> None:
     for row in ([math.nan, 0.3, 0.1], [0.2, math.nan, 0.5], [math.nan] * 3):
 
         def fake(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
-                 code_attr, need, row=row):  # fmt: skip
+                 code_attr, need, hint, hinted, row=row):  # fmt: skip
             out[-1, :3] = row  # (the example is the last row: a run kernel's protocol)
             return xn.shape[0]
 
