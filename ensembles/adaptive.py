@@ -48,10 +48,12 @@ def int_params(seed: int, vote: int, drift: str | None, window: int, *, codes: b
                      lambda_rule], dtype=np.int64)  # fmt: skip
 
 
-def new_state(n_models: int, window: int, poisson_lambda: float, drift_delta: float):
-    """Fresh arrays for ``n_models`` members and a window of ``window`` examples."""
+def new_state(n_models: int, window: int, poisson_lambda: float,
+              drift_delta: float) -> ak.AdaptiveStruct:  # fmt: skip
+    """Fresh arrays for ``n_models`` members and a window of ``window`` examples (an
+    ``AdaptiveState`` in the ``AdaptiveStruct`` the kernels get)."""
     M = n_models
-    return ak.AdaptiveState(
+    arrays = ak.AdaptiveState(
         fpar=np.array([float(poisson_lambda), float(drift_delta)]),
         adwin=adwin.adwin_state(M),
         ddm=ddm.ddm_state(M),
@@ -64,6 +66,7 @@ def new_state(n_models: int, window: int, poisson_lambda: float, drift_delta: fl
         mpred=np.full(M, -1, np.int64),
         lam=np.zeros((3, M)),
     )
+    return ak.AdaptiveStruct(arrays)
 
 
 _SAVED = ("win_pred", "win_y", "win_ok", "win_n", "resets", "counters")

@@ -166,13 +166,16 @@ def sqrt_or_nan(x):
 
 
 @nb.njit(cache=True)
-def _cut(n0, n1, u0, u1, n, variance, delta, min_len):
-    """Whether sub-window means ``u0 / n0`` and ``u1 / n1`` differ by more than eps_cut."""
-    dd = math.log(2.0 * math.log(n) / delta)
-    v = variance / n
+def _cut(n0, n1, u0, u1, dd, v, min_len):
+    """Whether sub-window means ``u0 / n0`` and ``u1 / n1`` differ by more than eps_cut, with
+    ``dd = ln(2 ln(n) / delta)`` and ``v`` the window's variance over ``n`` (one pass of the
+    check computes them once; MOA recomputes them for every bucket)."""
     m = 1.0 / (n0 - min_len + 1.0) + 1.0 / (n1 - min_len + 1.0)
-    eps = sqrt_or_nan(2.0 * m * v * dd) + 2.0 / 3.0 * dd * m  # NaN (no cut) when v < 0
-    return abs(u0 / n0 - u1 / n1) > eps
+    diff = abs(u0 / n0 - u1 / n1)
+    linear = 2.0 / 3.0 * dd * m
+    if diff <= linear:  # eps_cut >= its linear term: no cut, without the square root (exact:
+        return False  # adding sqrt(...) >= 0 cannot round below it; a NaN root cuts nothing)
+    return diff > sqrt_or_nan(2.0 * m * v * dd) + linear  # NaN (no cut) when v < 0
 
 
 @nb.njit(cache=True)
@@ -199,6 +202,8 @@ def adwin_update(st, d, x, delta, clock, min_len):
     while shrink:
         shrink = False
         n = float(st.iv[d, WIDTH])
+        dd = math.log(2.0 * math.log(n) / delta)  # (the same for every bucket of this pass)
+        v = st.fs[d, VARIANCE] / n
         n0 = 0.0
         n1 = n
         u0 = 0.0
@@ -212,8 +217,7 @@ def adwin_update(st, d, x, delta, clock, min_len):
                 n1 -= size
                 u0 += st.tot[d, lev, b]
                 u1 -= st.tot[d, lev, b]
-                if n0 >= min_len and n1 >= min_len and _cut(n0, n1, u0, u1, n,
-                                                             st.fs[d, VARIANCE], delta, min_len):  # fmt: skip
+                if n0 >= min_len and n1 >= min_len and _cut(n0, n1, u0, u1, dd, v, min_len):
                     shrink = True
                     break
             if shrink:

@@ -160,6 +160,7 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
                                                self._window, codes=self.output_codes)  # fmt: skip
         self._float_state = adaptive.new_state(self.n_models, self._window, self.poisson_lambda,
                                      self.drift_delta)  # fmt: skip
+        self._reuse_flag = self._int_params.data  # (a memoryview)
 
     # river's loop, predict_one(x) then learn_one(x, y): the kernel keeps the members' predictions
     # of x, and learning reuses them when x is the same (object and content) and nothing was
@@ -177,28 +178,42 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         (``defer``, ``w > 0``) is run by the next call, as its first row: that call reuses them
         (no kernel ran in between; a reader's flush, ``TreeBank.flush``, runs with ``REUSE`` 0
         and predicts the members again)."""
-        last, self._predicted = self._predicted, None
-        kept, self._kept_reuse = self._kept_reuse, False
-        reuse = learn and not predict and last is not None and last[0] is x and last[1] == x
-        if kept and learn:  # the kept learn first, with the kept predictions: not this call's
-            self._int_params[_adaptive.REUSE] = 1
+        last, kept = self._predicted, self._kept_reuse
+        self._predicted = None
+        self._kept_reuse = False
+        flag = self._reuse_flag  # ipar[REUSE], 0 between calls (a memoryview: cheaper to set)
+        if not learn:  # a kept learn runs as the first row of this call, with the kept predictions
+            if kept:
+                flag[_adaptive.REUSE] = 1
+                try:
+                    out = run_one(x, y, w, predict=predict, label_only=label_only)
+                finally:
+                    flag[_adaptive.REUSE] = 0
+            else:
+                out = run_one(x, y, w, predict=predict, label_only=label_only)
+            if predict and type(x) is dict:
+                self._predicted = (x, dict(x))
+            return out
+        if kept:  # the kept learn first, with the kept predictions: not this call's
+            flag[_adaptive.REUSE] = 1
             try:
                 self._be.flush()
             finally:
-                self._int_params[_adaptive.REUSE] = 0
-            kept = False
+                flag[_adaptive.REUSE] = 0
         # (kept and reuse exclude each other: kept means that the last call was a learn; a kept
         # learn is always run as the first row of a kernel call: the fused one, or a flush)
-        self._int_params[_adaptive.REUSE] = int(kept or (reuse and not defer))
-        try:
-            out = run_one(x, y, w, predict=predict, learn=learn, label_only=label_only, defer=defer)
-        finally:
-            self._int_params[_adaptive.REUSE] = 0
-        if reuse and defer and w > 0.0:
-            self._kept_reuse = True
-        if predict and not learn and type(x) is dict:
-            self._predicted = (x, dict(x))
-        return out
+        if not predict and last is not None and last[0] is x and last[1] == x:  # reuse
+            if defer:  # kept for the next call, which reuses the predictions (w > 0: a learn)
+                out = run_one(x, y, w, predict=False, learn=True, label_only=label_only,
+                              defer=True)  # fmt: skip
+                self._kept_reuse = w > 0.0
+                return out
+            flag[_adaptive.REUSE] = 1
+            try:
+                return run_one(x, y, w, predict=False, learn=True, label_only=label_only)
+            finally:
+                flag[_adaptive.REUSE] = 0
+        return run_one(x, y, w, predict=predict, learn=True, label_only=label_only, defer=defer)
 
     def _run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
         self._predicted = None

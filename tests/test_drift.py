@@ -91,6 +91,64 @@ def test_adwin_state_is_bounded_for_long_streams():
     assert int(det._st.iv[0, 1]) <= 16  # levels in use: log2(200000 / 5) + 1
 
 
+def _golden_streams():
+    rng = np.random.default_rng(11)
+    parts = ((6000, 0.2), (3000, 0.5), (4000, 0.1), (3000, 0.12))
+    bits = np.concatenate([rng.random(n) < p for n, p in parts]).astype(float)
+    yield "bits", bits, {"delta": 0.002}
+    yield "bits_clock1", bits[5500:7500], {"delta": 0.05, "clock": 1, "min_len": 5}
+    real = np.concatenate([rng.normal(0.0, 1.0, 5000), rng.normal(0.3, 1.0, 5000),
+                           rng.normal(0.3, 3.0, 3000)])  # fmt: skip
+    yield "real", real, {"delta": 0.01, "clock": 8}
+
+
+# recorded when every bucket of a check computed ln(2 ln(n) / delta), the variance over n and
+# the square root (as MOA does): changes, their count, the final width, a digest of the state
+GOLDEN_ADWIN = {
+    "bits": ([6111, 6207, 9087, 9119, 9151, 9279], 6, 7008, "d90490277a4cdba9"),
+    "bits_clock1": ([573, 574, 576, 593, 602], 5, 1536, "12ce2059c9968700"),
+    "real": ([5263, 5271, 5287, 5319, 5327, 10095, 10103, 10111, 10207], 9, 3784,
+             "6ae1d8c84dc7cd50"),
+}  # fmt: skip
+
+
+def test_adwin_detections_and_state_are_the_recorded_ones():
+    import hashlib
+
+    for name, xs, options in _golden_streams():
+        det = ADWIN(**options)
+        changes = det.update_many(xs)
+        digest = hashlib.sha256(b"".join(a.tobytes() for a in det._st)).hexdigest()[:16]
+        got = (np.flatnonzero(changes).tolist()[:12], int(changes.sum()), det.width, digest)
+        assert got == GOLDEN_ADWIN[name], name
+
+
+def test_adwin_cut_is_the_bound_as_written():
+    """``_cut`` (its logarithm and variance computed once per check, the square root skipped
+    when the linear term alone covers the gap) against eps_cut as the module doc writes it."""
+    import math
+
+    from ensembles.adwin import _cut, sqrt_or_nan
+
+    rng = np.random.default_rng(5)
+    cuts = 0
+    for _ in range(20_000):
+        n0, n1 = (float(k) for k in rng.integers(5, 3000, 2))
+        n = n0 + n1
+        p = rng.random()
+        u0 = float(rng.binomial(int(n0), p))
+        u1 = float(rng.binomial(int(n1), min(1.0, p + rng.normal(0.0, 0.1) ** 2)))
+        variance = n * p * (1 - p) * rng.random() if rng.random() < 0.95 else -1e-12
+        delta, min_len = float(rng.choice([0.002, 0.05, 0.3])), 5
+        dd = math.log(2.0 * math.log(n) / delta)
+        m = 1.0 / (n0 - min_len + 1.0) + 1.0 / (n1 - min_len + 1.0)
+        eps = sqrt_or_nan(2.0 * m * (variance / n) * dd) + 2.0 / 3.0 * dd * m
+        want = abs(u0 / n0 - u1 / n1) > eps
+        assert _cut.py_func(n0, n1, u0, u1, dd, variance / n, min_len) == want
+        cuts += want
+    assert 1000 < cuts < 19_000  # both answers, many times
+
+
 # ----------------------------------------------------------------------------- recovery
 def recovery(ok: np.ndarray, drift_at: int, w: int = 500) -> tuple[float, int | None]:
     """Windowed accuracy before the drift (examples drift_at - w .. drift_at - 1), and the
