@@ -2,7 +2,8 @@
 accuracy-weighted vote and the window of member predictions behind live diversity.
 
 One run kernel (signature of ``learners.compiled.single_run``) with ``fstate`` an
-``AdaptiveState`` (a named tuple of arrays) instead of a float matrix. Per learned example:
+``AdaptiveStruct`` (one numba struct over the arrays of an ``AdaptiveState``) instead of a float
+matrix. Per learned example:
 
 1. each member's prediction *before* learning (test-then-train) — reused from the prediction
    of the same row when there was one;
@@ -102,7 +103,8 @@ CODE_TAG = 1 << 59  # output codes are keyed by (seed, CODE_TAG + class pair, me
 
 
 class AdaptiveState(NamedTuple):
-    """What the adaptive kernels read and write besides the trees."""
+    """What the adaptive kernels read and write besides the trees (the arrays; the kernels get
+    them in an ``AdaptiveStruct``, with these fields)."""
 
     fpar: np.ndarray  # [2] float parameters (LAMBDA, DELTA)
     adwin: AdwinState  # one detector per member
@@ -149,20 +151,32 @@ assert tuple(STRUCT_TYPE.field_dict) == AdaptiveState._fields
 
 class AdaptiveStruct(structref.StructRefProxy):
     """What an adaptive ensemble keeps as its float state and its run kernel gets as ``fstate``:
-    an ``AdaptiveState`` (``arrays``; Python reads them as this object's attributes,
-    ``st.win_ok``, and so do the interpreted twins) and, made at the first compiled call, one
-    numba struct of ``unowned`` views of the same arrays. A kernel call then unboxes one object
-    instead of the fifteen arrays of the named tuple (~0.9 us a call, profile.md); the kernels
-    read it once per call, into an ``AdaptiveState`` of views (``unowned_state``). The struct
-    does not keep the arrays alive: this object does (``arrays``)."""
+    the arrays of an ``AdaptiveState`` (``arrays``), as this object's attributes for Python and
+    the interpreted twins (``st.win_ok``), and, made at the first compiled call, one numba
+    struct of ``unowned`` views of the same arrays, which the kernels pass down. A kernel call
+    unboxes one object instead of the fifteen arrays of the named tuple, and a call between
+    kernels passes one pointer instead of copying them (profile.md, session 10). The struct
+    does not keep the arrays alive: this object does."""
 
     arrays: AdaptiveState
     _type: AdaptiveStructType
+    fpar: np.ndarray
+    adwin: AdwinState
+    ddm: np.ndarray
+    win_pred: np.ndarray
+    win_y: np.ndarray
+    win_ok: np.ndarray
+    win_n: np.ndarray
+    resets: np.ndarray
+    counters: np.ndarray
+    mpred: np.ndarray
+    lam: np.ndarray
 
     def __new__(cls, arrays: AdaptiveState) -> AdaptiveStruct:
         self = object.__new__(cls)  # (StructRefProxy.__new__ would compile a constructor now)
         self._type = STRUCT_TYPE
         self.arrays = arrays
+        self.__dict__.update(arrays._asdict())
         return self
 
     @cached_property
@@ -171,12 +185,6 @@ class AdaptiveStruct(structref.StructRefProxy):
         if made._type != STRUCT_TYPE:  # (the arrays' dtypes or dimensions are not the struct's)
             raise TypeError(f"adaptive state of type {made._type}, want {STRUCT_TYPE}")
         return made._meminfo
-
-    def __getattr__(self, name: str) -> Any:  # the arrays, as attributes
-        arrays = self.__dict__.get("arrays")
-        if arrays is None:
-            raise AttributeError(name)
-        return getattr(arrays, name)
 
 
 structref.define_constructor(AdaptiveStruct, AdaptiveStructType, list(AdaptiveState._fields))
@@ -196,7 +204,7 @@ def _make_struct(st):
     )  # fmt: skip
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def member_weight(ipar, st, m):
     """A member's vote weight: 1, or (``vote="weighted"``) its windowed accuracy, smoothed as
     (correct + 1) / (counted + 2) so that a fresh member starts at 1/2."""
@@ -283,7 +291,7 @@ def codes_predict(B, ipar, st, xr, cr, n, code_attr, pk, pv, hint, out_row):
             out_row[c] /= total
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def record(ipar, st, y):
     """Put the members' predictions of this example into the ring window."""
     W = ipar[WINDOW]
@@ -353,21 +361,22 @@ def adaptive_learn(B, ipar, st, xr, cr, y, w, seq, nc, code_attr, pk, pv, hint):
         if ipar[DRIFT] == DRIFT_DDM:  # DDM: the member whose detector signals a drift is reset
             if ddm_update(st.ddm, m, 0.0 if correct else 1.0) == DDM_DRIFT:
                 reset_member(B, ipar, st, m, hint)
-        elif drift and detect(ipar, st, m, correct):
+        elif drift and detect(ipar, st.adwin, st.fpar[DELTA], m, correct):
             change = True
     record(ipar, st, y)
     if change:  # reset the member with the highest estimated error (Bifet et al. 2009)
         reset_worst(B, ipar, st, hint)
 
 
-@nb.njit(cache=True)
-def detect(ipar, st, m, correct):
-    """Member m's 0/1 error into its ADWIN detector: True if the window shrank and the error
-    estimate went up (a change for the worse)."""
-    before = adwin_estimate(st.adwin, m)
+@nb.njit(cache=True, inline="always")
+def detect(ipar, detectors, delta, m, correct):
+    """Member m's 0/1 error into its ADWIN detector (of ``detectors``, ``st.adwin``): True if
+    the window shrank and the error estimate went up (a change for the worse). (Not the whole
+    ``st``: a call copies its arguments, and the 15 arrays of ``st`` cost ~50 ns a call.)"""
+    before = adwin_estimate(detectors, m)
     err = 0.0 if correct else 1.0
-    if adwin_update(st.adwin, m, err, st.fpar[DELTA], ipar[CLOCK], ipar[MIN_LEN]):
-        return adwin_estimate(st.adwin, m) > before
+    if adwin_update(detectors, m, err, delta, ipar[CLOCK], ipar[MIN_LEN]):
+        return adwin_estimate(detectors, m) > before
     return False
 
 
@@ -418,7 +427,7 @@ def boosting_adaptive_learn(B, ipar, st, xr, cr, y, w, seq, nc, code_attr, pk, p
             tree_learn(B, B, m, xr, cr, y, float(k), nc, code_attr, pk, pv, hint)
         correct = tree_best(B, B, m, xr, cr, nc, code_attr, pk, pv, hint) == y  # after learning
         lam = boost_step(st.lam, m, lam, correct, ipar[RULE])
-        if ipar[DRIFT] == DRIFT_ADWIN and detect(ipar, st, m, correct):
+        if ipar[DRIFT] == DRIFT_ADWIN and detect(ipar, st.adwin, st.fpar[DELTA], m, correct):
             change = True
     record(ipar, st, y)
     if change:  # a fresh member with no error weight yet: it votes once it has some
@@ -436,27 +445,15 @@ def adaptive_rows(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn
     C = classes_needed(n_cls, ys, start, do_learn)
     pk, pv, hint = member_buffers(B, C)
     # reference-count-free views (learners.compiled.unowned): the arguments are held by the
-    # caller, the buffers by this frame until keep_alive
-    done = adaptive_loop(B, unowned(ipar), unowned_state(st), unowned(xn), unowned(xc), unowned(ys), unowned(ws),
+    # caller, the buffers by this frame until keep_alive; ``st``, a struct of such views, is
+    # passed as it is (one pointer a call: an ``AdaptiveState`` of views would be fifteen arrays
+    # copied into every call below)
+    done = adaptive_loop(B, unowned(ipar), st, unowned(xn), unowned(xc), unowned(ys), unowned(ws),
                          unowned(seqs), start, do_predict, do_learn, unowned(out), unowned(n_cls),
                          unowned(code_attr), need, method, unowned(pk), unowned(pv),
                          unowned(hint))  # fmt: skip
     keep_alive(pk, pv, hint)
     return done
-
-
-@nb.njit(cache=True)
-def unowned_state(st):
-    """``st`` with ``unowned`` views of its arrays (its owner, the caller's argument, outlives
-    the rows loop)."""
-    a = st.adwin
-    return AdaptiveState(
-        unowned(st.fpar),
-        AdwinState(unowned(a.tot), unowned(a.var), unowned(a.cnt), unowned(a.fs), unowned(a.iv)),
-        unowned(st.ddm), unowned(st.win_pred), unowned(st.win_y), unowned(st.win_ok),
-        unowned(st.win_n), unowned(st.resets), unowned(st.counters), unowned(st.mpred),
-        unowned(st.lam),
-    )  # fmt: skip
 
 
 @nb.njit(cache=True)
@@ -503,7 +500,7 @@ def adaptive_loop(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn
 def adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
                  code_attr, need, hint, hinted):  # fmt: skip
     """Adaptive bagging over rows (signature of ``learners.compiled.single_run``; ``st`` an
-    ``AdaptiveState``; ``hint``/``hinted`` unused: its own scratch). Returns the first row not
+    ``AdaptiveStruct``; ``hint``/``hinted`` unused: its own scratch). Returns the first row not
     processed."""
     return adaptive_rows(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
                          n_cls, code_attr, need, BAGGING)  # fmt: skip
@@ -513,7 +510,7 @@ def adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn,
 def boosting_adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
                           n_cls, code_attr, need, hint, hinted):  # fmt: skip
     """ADWIN boosting over rows (signature of ``learners.compiled.single_run``; ``st`` an
-    ``AdaptiveState``; ``ipar[REUSE]`` is 0; ``hint``/``hinted`` unused: its own scratch).
+    ``AdaptiveStruct``; ``ipar[REUSE]`` is 0; ``hint``/``hinted`` unused: its own scratch).
     Returns the first row not processed."""
     return adaptive_rows(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
                          n_cls, code_attr, need, BOOSTING)  # fmt: skip

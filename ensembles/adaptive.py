@@ -133,7 +133,7 @@ def add_description(out: dict, st, window: int, drift: str | None) -> None:
 
 class DriftReport:
     """``n_drifts``, ``diversity()`` and the adaptive part of ``describe()`` for an ensemble whose
-    ``_float_state`` is an ``AdaptiveState`` when ``adaptive`` (with ``_window`` and ``drift``)."""
+    ``_float_state`` is an ``AdaptiveStruct`` when ``adaptive`` (with ``_window`` and ``drift``)."""
 
     drift: str | None
     _float_state: Any

@@ -86,7 +86,7 @@ def load_adwin_arrays(st: AdwinState, arrays: dict[str, np.ndarray], prefix: str
         dst[tuple(slice(0, n) for n in src.shape)] = src
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def adwin_estimate(st, d):
     """Mean of detector d's window (0 when empty)."""
     w = st.iv[d, WIDTH]
@@ -131,7 +131,7 @@ def _drop_oldest(st, d):
         st.iv[d, N_LEVELS] = lev
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _compress(st, d):
     """Merge the two oldest buckets of every overflowing level into one of the next level."""
     for lev in range(LEVELS):
@@ -178,7 +178,7 @@ def _cut(n0, n1, u0, u1, dd, v, min_len):
     return diff > sqrt_or_nan(2.0 * m * v * dd) + linear  # NaN (no cut) when v < 0
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def adwin_update(st, d, x, delta, clock, min_len):
     """Add value ``x`` to detector d's window; True if the window shrank (a change)."""
     w = st.iv[d, WIDTH]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any, cast
 
 import numpy as np
@@ -132,7 +131,7 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         self.threads = threads
         backend = cast(Any, self._backend)
         if self.adaptive:  # decided once here, not on every call of the plain model's hot path
-            backend.run_one = partial(self._reusing_run_one, backend.run_one)
+            backend.run_one = self._reusing(backend)
         elif backend.native:  # Oza's bagging: a batch may run groups of members in parallel
             backend.independent_members = True
 
@@ -160,7 +159,6 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
                                                self._window, codes=self.output_codes)  # fmt: skip
         self._float_state = adaptive.new_state(self.n_models, self._window, self.poisson_lambda,
                                      self.drift_delta)  # fmt: skip
-        self._reuse_flag = self._int_params.data  # (a memoryview)
 
     # river's loop, predict_one(x) then learn_one(x, y): the kernel keeps the members' predictions
     # of x, and learning reuses them when x is the same (object and content) and nothing was
@@ -170,50 +168,63 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
     # call that learns it, the next one, reuses the members' predictions the kernel kept
     _kept_reuse = False
 
-    def _reusing_run_one(self, run_one, x, y=None, w: float = 0.0, *, predict: bool = True,
-                         learn: bool = False, label_only: bool = False, defer: bool = False):  # fmt: skip
+    def _reusing(self, backend: Any) -> Any:
         """The backend's ``run_one`` for an adaptive model (``learn_one`` / ``predict_*_one`` of
         the base class call it): flags the kernel to reuse the members' predictions of ``x``
         when a ``predict`` of the same ``x`` came just before this ``learn``. A deferred learn
         (``defer``, ``w > 0``) is run by the next call, as its first row: that call reuses them
         (no kernel ran in between; a reader's flush, ``TreeBank.flush``, runs with ``REUSE`` 0
-        and predicts the members again)."""
-        last, kept = self._predicted, self._kept_reuse
-        self._predicted = None
-        self._kept_reuse = False
-        flag = self._reuse_flag  # ipar[REUSE], 0 between calls (a memoryview: cheaper to set)
-        if not learn:  # a kept learn runs as the first row of this call, with the kept predictions
-            if kept:
-                flag[_adaptive.REUSE] = 1
-                try:
-                    out = run_one(x, y, w, predict=predict, label_only=label_only)
-                finally:
-                    flag[_adaptive.REUSE] = 0
-            else:
-                out = run_one(x, y, w, predict=predict, label_only=label_only)
-            if predict and type(x) is dict:
-                self._predicted = (x, dict(x))
-            return out
-        if kept:  # the kept learn first, with the kept predictions: not this call's
-            flag[_adaptive.REUSE] = 1
-            try:
-                self._be.flush()
-            finally:
-                flag[_adaptive.REUSE] = 0
-        # (kept and reuse exclude each other: kept means that the last call was a learn; a kept
-        # learn is always run as the first row of a kernel call: the fused one, or a flush)
-        if not predict and last is not None and last[0] is x and last[1] == x:  # reuse
-            if defer:  # kept for the next call, which reuses the predictions (w > 0: a learn)
-                out = run_one(x, y, w, predict=False, learn=True, label_only=label_only,
-                              defer=True)  # fmt: skip
-                self._kept_reuse = w > 0.0
+        and predicts the members again). A closure that calls the bank itself: one Python call
+        between the model and the bank, as for the plain model (its ``run_one`` a partial)."""
+        bank_run_one = backend.bank.run_one
+        kernel, ipar, fstate = backend.kernel, backend.ipar, backend.fstate
+        flag = ipar.data  # ipar[REUSE], 0 between calls (a memoryview: cheaper to set)
+        REUSE = _adaptive.REUSE
+
+        def run_one(x, y=None, w: float = 0.0, *, predict: bool = True, learn: bool = False,
+                    label_only: bool = False, defer: bool = False):  # fmt: skip
+            last, kept = self._predicted, self._kept_reuse
+            self._predicted = None
+            self._kept_reuse = False
+            if not learn:  # a kept learn runs as this call's first row, with the kept predictions
+                if kept:
+                    flag[REUSE] = 1
+                    try:
+                        out = bank_run_one(kernel, ipar, fstate, x, y, w, predict=predict,
+                                           label_only=label_only)  # fmt: skip
+                    finally:
+                        flag[REUSE] = 0
+                else:
+                    out = bank_run_one(kernel, ipar, fstate, x, y, w, predict=predict,
+                                       label_only=label_only)  # fmt: skip
+                if predict and type(x) is dict:
+                    self._predicted = (x, dict(x))
                 return out
-            flag[_adaptive.REUSE] = 1
-            try:
-                return run_one(x, y, w, predict=False, learn=True, label_only=label_only)
-            finally:
-                flag[_adaptive.REUSE] = 0
-        return run_one(x, y, w, predict=predict, learn=True, label_only=label_only, defer=defer)
+            if kept:  # the kept learn first, with the kept predictions: not this call's
+                flag[REUSE] = 1
+                try:
+                    backend.flush()
+                finally:
+                    flag[REUSE] = 0
+            # (kept and reuse exclude each other: kept means that the last call was a learn; a
+            # kept learn is always run as the first row of a kernel call: the fused one, or a
+            # flush)
+            if not predict and last is not None and last[0] is x and last[1] == x:  # reuse
+                if defer:  # kept for the next call, which reuses the predictions (w > 0: a learn)
+                    out = bank_run_one(kernel, ipar, fstate, x, y, w, predict=False, learn=True,
+                                       label_only=label_only, defer=True)  # fmt: skip
+                    self._kept_reuse = w > 0.0
+                    return out
+                flag[REUSE] = 1
+                try:
+                    return bank_run_one(kernel, ipar, fstate, x, y, w, predict=False, learn=True,
+                                        label_only=label_only)  # fmt: skip
+                finally:
+                    flag[REUSE] = 0
+            return bank_run_one(kernel, ipar, fstate, x, y, w, predict=predict, learn=True,
+                                label_only=label_only, defer=defer)  # fmt: skip
+
+        return run_one
 
     def _run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
         self._predicted = None

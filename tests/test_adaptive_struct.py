@@ -6,7 +6,7 @@ members' predictions reused in river's loop."""
 from __future__ import annotations
 
 import sys
-from functools import partial
+from types import SimpleNamespace
 
 import numba
 import numpy as np
@@ -74,14 +74,16 @@ def test_river_loop_flags_the_reuse_of_the_members_predictions() -> None:
     model = OnlineBagging(HoeffdingTree(), n_models=3, seed=2, drift="adwin")
     be = model._be
     seen: list[tuple[bool, bool, int]] = []
-    bank_run_one = partial(be.bank.run_one, be.kernel, be.ipar, be.fstate)
 
-    def spy(x, y=None, w=0.0, *, predict=True, learn=False, label_only=False, defer=False):
-        seen.append((predict, learn, int(model._int_params[ak.REUSE])))
-        return bank_run_one(x, y, w, predict=predict, learn=learn, label_only=label_only,
-                            defer=defer)  # fmt: skip
+    def spy(kernel, ipar, fstate, x, y=None, w=0.0, *, predict=True, learn=False,
+            label_only=False, defer=False):  # fmt: skip
+        seen.append((predict, learn, int(ipar[ak.REUSE])))
+        return be.bank.run_one(kernel, ipar, fstate, x, y, w, predict=predict, learn=learn,
+                               label_only=label_only, defer=defer)  # fmt: skip
 
-    be.run_one = partial(model._reusing_run_one, spy)
+    be.run_one = model._reusing(SimpleNamespace(
+        bank=SimpleNamespace(run_one=spy), kernel=be.kernel, ipar=be.ipar, fstate=be.fstate,
+        flush=be.flush))  # fmt: skip
     data = list(flip_stream(40, drift_at=20, seed=6))
     for i, (x, y) in enumerate(data):
         model.predict_one(x)
