@@ -371,8 +371,9 @@ def adaptive_learn(B, ipar, st, xr, cr, y, w, seq, nc, code_attr, pk, pv, hint):
 @nb.njit(cache=True, inline="always")
 def detect(ipar, detectors, delta, m, correct):
     """Member m's 0/1 error into its ADWIN detector (of ``detectors``, ``st.adwin``): True if
-    the window shrank and the error estimate went up (a change for the worse). (Not the whole
-    ``st``: a call copies its arguments, and the 15 arrays of ``st`` cost ~50 ns a call.)"""
+    the window shrank and the error estimate went up (a change for the worse). Inlined, as the
+    ADWIN kernels it calls: a call per member and example copied its arguments' array
+    descriptors (~50 ns with the whole state, profile.md)."""
     before = adwin_estimate(detectors, m)
     err = 0.0 if correct else 1.0
     if adwin_update(detectors, m, err, delta, ipar[CLOCK], ipar[MIN_LEN]):
