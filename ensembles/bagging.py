@@ -162,11 +162,17 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
 
     # river's loop, predict_one(x) then learn_one(x, y): the kernel keeps the members' predictions
     # of x, and learning reuses them when x is the same (object and content) and nothing was
-    # learned in between (the encoding cache of TreeBank makes the same check)
-    _predicted: tuple | None = None
-    # a learn_one deferred (TreeBank.run_one) right after the prediction of its x: the kernel
-    # call that learns it, the next one, reuses the members' predictions the kernel kept
-    _kept_reuse = False
+    # learned in between (the encoding cache of TreeBank makes the same check). ``_reuse`` is
+    # [x if the last call predicted it (else None), a copy of that x, whether the last call was
+    # a learn deferred (TreeBank.run_one) right after the prediction of its x: the kernel call
+    # that learns it, the next one, reuses the members' predictions the kernel kept]; a list
+    # the adaptive run_one holds (cheaper to read and set than the model's attributes)
+    _reuse: list
+
+    def _forget_predictions(self) -> None:
+        """No member prediction of the last call is reused (the members change otherwise)."""
+        if self.adaptive:
+            self._reuse[:] = [None, None, False]
 
     def _reusing(self, backend: Any) -> Any:
         """The backend's ``run_one`` for an adaptive model (``learn_one`` / ``predict_*_one`` of
@@ -180,12 +186,13 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         kernel, ipar, fstate = backend.kernel, backend.ipar, backend.fstate
         flag = ipar.data  # ipar[REUSE], 0 between calls (a memoryview: cheaper to set)
         REUSE = _adaptive.REUSE
+        reuse = self._reuse = [None, None, False]
 
         def run_one(x, y=None, w: float = 0.0, *, predict: bool = True, learn: bool = False,
                     label_only: bool = False, defer: bool = False):  # fmt: skip
-            last, kept = self._predicted, self._kept_reuse
-            self._predicted = None
-            self._kept_reuse = False
+            last, copy, kept = reuse
+            reuse[0] = None
+            reuse[2] = False
             if not learn:  # a kept learn runs as this call's first row, with the kept predictions
                 if kept:
                     flag[REUSE] = 1
@@ -198,7 +205,8 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
                     out = bank_run_one(kernel, ipar, fstate, x, y, w, predict=predict,
                                        label_only=label_only)  # fmt: skip
                 if predict and type(x) is dict:
-                    self._predicted = (x, dict(x))
+                    reuse[0] = x
+                    reuse[1] = dict(x)
                 return out
             if kept:  # the kept learn first, with the kept predictions: not this call's
                 flag[REUSE] = 1
@@ -209,11 +217,11 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
             # (kept and reuse exclude each other: kept means that the last call was a learn; a
             # kept learn is always run as the first row of a kernel call: the fused one, or a
             # flush)
-            if not predict and last is not None and last[0] is x and last[1] == x:  # reuse
+            if last is x and not predict and x is not None and copy == x:  # predicted just now
                 if defer:  # kept for the next call, which reuses the predictions (w > 0: a learn)
                     out = bank_run_one(kernel, ipar, fstate, x, y, w, predict=False, learn=True,
                                        label_only=label_only, defer=True)  # fmt: skip
-                    self._kept_reuse = w > 0.0
+                    reuse[2] = w > 0.0
                     return out
                 flag[REUSE] = 1
                 try:
@@ -227,8 +235,7 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         return run_one
 
     def _run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
-        self._predicted = None
-        self._kept_reuse = False
+        self._forget_predictions()
         return super()._run(X, ys, ws, predict=predict, learn=learn)
 
     def _extra_params(self) -> dict:
@@ -283,8 +290,7 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         X, y = list(X), list(y)
         if not X:
             return self
-        self._predicted = None  # the members change: no prediction of theirs is reused
-        self._kept_reuse = False
+        self._forget_predictions()  # the members change: no prediction of theirs is reused
         enc = self._encode_block(X, y)
         for m in range(self.n_models):
             counts = resample_counts(

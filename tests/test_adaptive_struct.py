@@ -114,3 +114,29 @@ def test_river_loop_flags_the_reuse_of_the_members_predictions() -> None:
     ref.learn_one(data[1][0], data[1][1], w=0.0)
     ref.predict_one(data[2][0])
     assert model.describe() == ref.describe()
+
+
+@pytest.mark.parametrize("between", ["mutate", "batch", "prime"])
+def test_no_reuse_of_predictions_made_stale_between_predict_and_learn(between) -> None:
+    """predict_one(x), then x changed in place, or a batch or a prime run, then learn_one(x, y):
+    the members' predictions the kernel kept are not of this x in these members any more, and
+    the learn must predict them again: the same model as one that learns a copy of x."""
+    data = list(flip_stream(900, drift_at=450, seed=8))
+    extra = list(flip_stream(20, drift_at=0, seed=9))
+    options = {"drift": "adwin", "window": 100, "vote": "weighted"}
+    models = [OnlineBagging(HoeffdingTree(), n_models=4, seed=3, **options) for _ in range(2)]
+    answers: list[list] = [[], []]
+    for i, (x, y) in enumerate(data):
+        for k, model in enumerate(models):
+            x_k = dict(x)
+            answers[k].append(model.predict_one(x_k))
+            if i % 5 == 0:
+                if between == "mutate":
+                    x_k["x0"], x_k["x1"] = 1.0 - x_k["x0"], 1.0 - x_k["x1"]
+                elif between == "batch":
+                    model.learn_many([e for e, _ in extra], [c for _, c in extra])
+                else:
+                    model.prime([e for e, _ in extra[:3]], [c for _, c in extra[:3]])
+            model.learn_one(x_k if k == 0 else dict(x_k), y)  # model 1: nothing to reuse
+    assert answers[0] == answers[1]
+    assert models[0].describe() == models[1].describe()
