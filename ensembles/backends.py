@@ -18,7 +18,7 @@ import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -35,9 +35,8 @@ from .members import member_clone
 MAX_THREADS = 256
 PARALLEL_MIN_ROWS = 64  # smaller batches run in the calling thread (threads: ~0.1-0.2 ms a batch)
 # the cores a pipelined stream may count on (None: the process's usable cores). A stream overlaps
-# batches only with a core for each member thread, its calling thread being one of them (it
-# encodes the next batch, then runs members); with the calling thread beside the member threads,
-# 2 cores and 2 member threads were slower than the batch calls (benchmarks/results/threads.md)
+# batches only with a core to spare for its calling thread beside the member threads: on 2 cores
+# with 2 member threads it was slower than the batch calls (benchmarks/results/threads.md)
 PIPELINE_CORES: int | None = None
 
 
@@ -133,11 +132,10 @@ class CompiledBackend:
     def pipelines(self, rows: int) -> bool:
         """Whether a batch of ``rows`` runs its members in threads that do not hold the GIL
         (as ``run`` would run it), so that a stream can learn it while the calling thread
-        works on the next batch and then takes members of it, and the process has a core for
-        each of the ``threads`` (``PIPELINE_CORES``)."""
+        works on the next batch, and a core is left for the calling thread (``PIPELINE_CORES``)."""
         threads = min(self.threads, self.n_models)
         cores = PIPELINE_CORES if PIPELINE_CORES is not None else usable_cores()
-        return (threads > 1 and cores >= threads and self.independent_members
+        return (threads > 1 and cores > threads and self.independent_members
                 and rows >= PARALLEL_MIN_ROWS and not interpreting())  # fmt: skip
 
     def stage(self, X, ys, ws) -> tuple:
@@ -166,8 +164,7 @@ class CompiledBackend:
             self.unstage(staged)
             return None
         _, xn, xc, yc, n_cls, w = staged
-        kernel = MemberThreads(min(self.threads, self.n_models), self.n_models, self.thread_views,
-                               helped=True)  # fmt: skip
+        kernel = MemberThreads(min(self.threads, self.n_models), self.n_models, self.thread_views)
         loop = bank.start_encoded(kernel, self.ipar, self.fstate, xn, xc, yc, w, n_cls,
                                   predict=predict, learn=True)  # fmt: skip
 
@@ -176,9 +173,8 @@ class CompiledBackend:
                 return loop()
             finally:
                 self._views = CompiledBackend._views
-                kernel.close()
 
-        return Started(members, kernel.assist)
+        return members
 
     def answers(self, out: np.ndarray, staged: tuple) -> list[dict]:
         """A started batch's probabilities as ``run`` returns them."""
@@ -272,20 +268,10 @@ class MemberThreads:
     again to go on).
     """
 
-    def __init__(self, threads: int, n_models: int, views: Any, *, helped: bool = False) -> None:
+    def __init__(self, threads: int, n_models: int, views: Any) -> None:
         if not 2 <= threads <= n_models:
             raise ValueError(f"MemberThreads needs 2..{n_models} threads, got {threads}")
         self.threads = threads
-        # helped (a pipelined stream, ensembles.stream): the last group is not a worker's but
-        # the stream's calling thread's, which takes members of the running phase (``assist``)
-        # once it has encoded the next batch, so that a stream keeps ``threads`` threads busy
-        self.helped = helped
-        self._cv = threading.Condition()
-        self._task: Any = None  # the open phase's work for a helper (None: no phase open)
-        self._phase_no = 0  # phases opened so far
-        self._helping = 0  # helpers running members of the open phase
-        self._closed = False  # the batch is done: no phase will open
-        self._help_errors: list[BaseException] = []
         self.views = views  # CompiledBackend.thread_views: a struct for each worker thread
         self.n_models = n_models
         self.progress = np.zeros(n_models, np.int64)  # next row of each member
@@ -346,71 +332,16 @@ class MemberThreads:
             run(bank, ipar, *args, order, self.claimed, self.base, self.stop, self.progress,
                 self.halt, vote_n, vote_k, vote_p)  # fmt: skip
 
-        views = self.views(B, T - 1)
-        workers = T - 1 - self.helped
-        futures: list[Future] = []
-        if workers:
-            pool = _executor(workers)
-            futures = [pool.submit(group, view, order) for view, order
-                       in zip(views[:workers], self.orders[1 : 1 + workers], strict=True)]  # fmt: skip
-        if self.helped:
-            with self._cv:
-                self._task = partial(group, views[-1], self.orders[-1])
-                self._phase_no += 1
-                self._cv.notify_all()
+        pool = _executor(T - 1)
+        futures: list[Future] = [pool.submit(group, view, order) for view, order
+                                 in zip(self.views(B, T - 1), self.orders[1:], strict=True)]  # fmt: skip
         try:
             group(B, self.orders[0])
         finally:
-            if self.helped:
-                with self._cv:  # no helper may join now; wait for those running members
-                    self._task = None
-                    while self._helping:
-                        self._cv.wait()
             errors = [f.exception() for f in futures]  # waits for every group
-        errors += self._help_errors
         for e in errors:
             if e is not None:
                 raise e
-
-    def assist(self, done: Any) -> None:
-        """In the thread that started a helped batch: run members of its open phases (the last
-        group's order: the members no thread has claimed) until the batch is done (``close``,
-        or ``done()`` true, e.g. its future, should it end without closing)."""
-        seen = 0
-        while True:
-            with self._cv:
-                while not self._closed and (self._task is None or self._phase_no == seen):
-                    if done():
-                        return
-                    self._cv.wait(0.05)
-                if self._closed:
-                    return
-                seen = self._phase_no
-                task = self._task
-                self._helping += 1
-            try:
-                task()
-            except BaseException as e:  # noqa: BLE001 - raised by the phase, in the batch's thread
-                self._help_errors.append(e)
-            finally:
-                with self._cv:
-                    self._helping -= 1
-                    self._cv.notify_all()
-
-    def close(self) -> None:
-        """The batch is done (every phase ended): ``assist`` returns."""
-        with self._cv:
-            self._closed = True
-            self._cv.notify_all()
-
-
-class Started(NamedTuple):
-    """A started batch (``CompiledBackend.start``): ``members()``, to run in another thread,
-    returns its probabilities; ``assist(done)``, in the thread that started it, runs members
-    of it beside that thread until it is done."""
-
-    members: Any
-    assist: Any
 
 
 def member_orders(n_models: int, threads: int) -> list[np.ndarray]:

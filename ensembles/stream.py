@@ -69,11 +69,10 @@ def _restore_switch_interval() -> None:
 
 
 class _Batch:
-    """A batch whose members learn in the stream's thread (``assist``: the calling thread's
-    share of them, ``backends.MemberThreads.assist``)."""
+    """A batch whose members learn in the stream's thread."""
 
-    def __init__(self, future: Future, staged: Any, index: Any, assist: Any) -> None:
-        self.future, self.staged, self.index, self.assist = future, staged, index, assist
+    def __init__(self, future: Future, staged: Any, index: Any) -> None:
+        self.future, self.staged, self.index = future, staged, index
 
 
 def run_batches(model: Any, batches: Iterable[Any], *, predict: bool) -> Iterator[Any]:
@@ -87,9 +86,8 @@ def run_batches(model: Any, batches: Iterable[Any], *, predict: bool) -> Iterato
     next_staged: tuple | None = None  # the batch encoded while they learn
 
     def done(batch: _Batch) -> Any:
-        """Run members of a batch beside its threads until it is done; its probabilities."""
+        """Wait for a batch's members; its probabilities."""
         try:
-            batch.assist(batch.future.done)
             return batch.future.result()
         except BaseException:
             if next_staged is not None:  # (the batch after it is not learned either)
@@ -134,8 +132,7 @@ def run_batches(model: Any, batches: Iterable[Any], *, predict: bool) -> Iterato
             if learner is None:
                 learner = ThreadPoolExecutor(1, thread_name_prefix="chorus-stream")
                 _lower_switch_interval()
-            flowing = _Batch(learner.submit(_compiled, members.members), next_staged, index,
-                             members.assist)  # fmt: skip
+            flowing = _Batch(learner.submit(_compiled, members), next_staged, index)
             next_staged = None
             if before is not None:  # built while the members learn the next batch
                 yield answers(before, out)
