@@ -52,8 +52,8 @@ from learners.compiled import (
     classes_needed,
     has_room,
     keep_alive,
-    member_buffers,
     predicted_from,
+    sparse_buffers,
     tree_best,
     tree_learn,
     tree_proba,
@@ -440,11 +440,12 @@ def boosting_adaptive_learn(B, ipar, st, xr, cr, y, w, seq, nc, code_attr, pk, p
 
 @nb.njit(cache=True)
 def adaptive_rows(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
-                  code_attr, need, method):  # fmt: skip
+                  code_attr, need, hint, hinted, method):  # fmt: skip
     """Predict-then-learn rows ``start..`` with ``method`` (``_kernels.BAGGING``: adaptive
-    bagging, or ``BOOSTING``: ADWIN boosting); returns the first row not processed."""
+    bagging, or ``BOOSTING``: ADWIN boosting); returns the first row not processed. ``hint`` is
+    cleared before each row but row ``start`` when ``hinted`` (as ``_kernels.ensemble_run``)."""
     C = classes_needed(n_cls, ys, start, do_learn)
-    pk, pv, hint = member_buffers(B, C)
+    pk, pv = sparse_buffers(C)
     # reference-count-free views (learners.compiled.unowned): the arguments are held by the
     # caller, the buffers by this frame until keep_alive; ``st``, a struct of such views, is
     # passed as it is (one pointer a call: an ``AdaptiveState`` of views would be fifteen arrays
@@ -452,14 +453,14 @@ def adaptive_rows(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn
     done = adaptive_loop(B, unowned(ipar), st, unowned(xn), unowned(xc), unowned(ys), unowned(ws),
                          unowned(seqs), start, do_predict, do_learn, unowned(out), unowned(n_cls),
                          unowned(code_attr), need, method, unowned(pk), unowned(pv),
-                         unowned(hint))  # fmt: skip
-    keep_alive(pk, pv, hint)
+                         unowned(hint), hinted)  # fmt: skip
+    keep_alive(pk, pv)
     return done
 
 
 @nb.njit(cache=True)
 def adaptive_loop(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
-                  code_attr, need, method, pk, pv, hint):  # fmt: skip
+                  code_attr, need, method, pk, pv, hint, hinted):  # fmt: skip
     """The rows loop of ``adaptive_rows``."""
     R = xn.shape[0]
     M = B.kind.shape[0]
@@ -467,7 +468,8 @@ def adaptive_loop(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
             return r
-        hint[:, 0] = -1
+        if r != start or not hinted:  # (hinted: the hint holds row start's prediction)
+            hint[:, 0] = -1
         xr = xn[r]
         cr = xc[r]
         predicted = do_predict and r >= first
@@ -501,20 +503,18 @@ def adaptive_loop(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn
 def adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
                  code_attr, need, hint, hinted):  # fmt: skip
     """Adaptive bagging over rows (signature of ``learners.compiled.single_run``; ``st`` an
-    ``AdaptiveStruct``; ``hint``/``hinted`` unused: its own scratch). Returns the first row not
-    processed."""
+    ``AdaptiveStruct``). Returns the first row not processed."""
     return adaptive_rows(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
-                         n_cls, code_attr, need, BAGGING)  # fmt: skip
+                         n_cls, code_attr, need, hint, hinted, BAGGING)  # fmt: skip
 
 
 @nb.njit(cache=True)
 def boosting_adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
                           n_cls, code_attr, need, hint, hinted):  # fmt: skip
     """ADWIN boosting over rows (signature of ``learners.compiled.single_run``; ``st`` an
-    ``AdaptiveStruct``; ``ipar[REUSE]`` is 0; ``hint``/``hinted`` unused: its own scratch).
-    Returns the first row not processed."""
+    ``AdaptiveStruct``; ``ipar[REUSE]`` is 0). Returns the first row not processed."""
     return adaptive_rows(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
-                         n_cls, code_attr, need, BOOSTING)  # fmt: skip
+                         n_cls, code_attr, need, hint, hinted, BOOSTING)  # fmt: skip
 
 
 # after every kernel: one compiled version per argument type, except adaptive_rows' and

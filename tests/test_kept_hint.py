@@ -33,6 +33,11 @@ MODELS: dict[str, Callable[[], Any]] = {
     "bag_ht": lambda: ensembles.OnlineBagging(_ht(), n_models=3, seed=2),
     "boost_ht": lambda: ensembles.OnlineBoosting(_ht(), n_models=3, seed=3),
     "boost_nb": lambda: ensembles.OnlineBoosting(learners.NaiveBayes(), n_models=3, seed=4),
+    "bag_adwin": lambda: ensembles.OnlineBagging(_ht(), n_models=3, seed=5, drift="adwin"),
+    "lev_codes": lambda: ensembles.OnlineBagging(
+        _ht(), n_models=3, seed=6, drift="adwin", poisson_lambda=6.0, output_codes=True
+    ),
+    "boost_adwin": lambda: ensembles.OnlineBoosting(_ht(), n_models=3, seed=7, drift="adwin"),
 }
 
 
@@ -115,6 +120,23 @@ def _forgetting(model) -> None:
     if not isinstance(model, learners.NativeLearner):
         be = model._be
         be.run_one = partial(forget, be.kernel, be.ipar, be.fstate)
+
+
+@pytest.mark.parametrize("name", ["bag_adwin", "boost_adwin", "lev_codes"])
+def test_drift_adaptive_kept_learns_route_less_than_eager_learns(name) -> None:
+    """The adaptive kernels use the hint too: in river's loop a model whose learns are kept
+    routes fewer examples than one learning at once (each learn its own kernel call, which
+    routes again), with the same answers and state."""
+    models = [MODELS[name](), MODELS[name]()]
+    models[1]._defer_learns = False
+    counts, answers = [], []
+    for model in models:
+        with counted_routes() as calls:
+            answers.append(_river([model], 150, seed=3))
+        counts.append(calls[0])
+    assert same(answers[0], answers[1])
+    assert same(models[0].to_state(), models[1].to_state())
+    assert counts[0] < 0.8 * counts[1], counts
 
 
 @pytest.mark.parametrize("name", ["ht", "bag_ht", "boost_ht"])
