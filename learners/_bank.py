@@ -236,6 +236,7 @@ class TreeBank:
         self._xn_bytes = memoryview(self._xn1).cast("B")  # type: ignore[arg-type]
         self._xn_pack = struct.Struct("=1d").pack_into  # writes a row of J floats into them
         self._xc_bytes = memoryview(self._xc1).cast("B")  # type: ignore[arg-type]
+        self._xc_pack = struct.Struct("=1q").pack_into  # writes a row of A codes into them
         # run_one's compiled entry points: kernel -> (ipar, fstate, entry) (see jit.entry_point)
         self._entries: dict[Any, tuple] = {}
 
@@ -489,7 +490,9 @@ class TreeBank:
                 self.flush()
                 xc = self._xc1 = np.empty((2, len(cat)), np.int64)
                 self._xc_bytes = memoryview(xc).cast("B")  # type: ignore[arg-type]
-            xc[_NOW] = cat
+                self._xc_pack = struct.Struct(f"={len(cat)}q").pack_into
+            # xc[_NOW] = cat (codes are ints within int64: the same bits, cheaper than numpy's)
+            self._xc_pack(self._xc_bytes, len(self._xc_bytes) >> 1, *cat)
         else:  # no categorical feature (a numeric stream): shared rows of "missing"
             xc = _NO_CATEGORIES
         if known and not grow:
