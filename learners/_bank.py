@@ -547,7 +547,10 @@ class TreeBank:
             self._learns_only = False
         one = self._one  # memoryviews of the buffers (cheaper to set than numpy's items)
         if do_learn:
-            need = min(max(2, s._max_values), self._max_nodes) + 2  # self.need()
+            need = s._max_values if s._max_values > 2 else 2  # self.need(), without min/max
+            if need > self._max_nodes:  # (builtin calls: ~0.2 us of a ~8 us example)
+                need = self._max_nodes
+            need += 2
             # kept for the next call (row _KEPT), unless the last call learned too: a loop of
             # learns alone gains nothing (each would run the one kept before) and learns at once
             if defer and not do_predict and w > 0.0 and not self._learns_only:
