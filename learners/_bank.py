@@ -55,6 +55,9 @@ _NARROW = tuple(name for name in STATE_FIELDS if name not in ("thr", "last", "mc
 _I32 = np.iinfo(np.int32)
 
 _NO_CATEGORIES = np.full((2, 1), -1, dtype=np.int64)  # _encode_one's xc without categories
+_FLOAT_INT = frozenset({float, int})  # a row's numbers that _encode_one packs as they are
+_STR = frozenset({str})
+_NAN1 = (math.nan,)  # the row of a schema without numeric features
 # the rows of run_one's two-row buffers: a deferred learn (``defer``) and the current example
 _KEPT, _NOW = 0, 1
 
@@ -468,6 +471,32 @@ class TreeBank:
         last = self._last
         if last is not None and last[0] is x and last[2] == J and last[3] == A and x == last[1]:
             return last[4], last[5]
+        # a row of exactly the schema's features, of the usual types, all known: read by name
+        # and packed without _encode_row (Schema.row_readers says when; same doubles and codes)
+        readers = s._readers or s.row_readers()
+        if type(x) is dict and len(x) == readers[0]:
+            try:
+                nums = readers[1](x)
+                ok = _FLOAT_INT.issuperset(map(type, nums)) and (t := sum(nums)) - t == 0.0
+                codes = None
+                if ok and readers[2] is not None:
+                    cats = readers[2](x)
+                    codes = (list(map(dict.get, readers[3], cats))
+                             if _STR.issuperset(map(type, cats)) else [None])  # fmt: skip
+                    ok = None not in codes and len(self._xc_bytes) == 16 * A
+                if ok and len(self._xn_bytes) == 16 * J:
+                    self._last = None
+                    self._xn_pack(self._xn_bytes, 8 * J, *(nums or _NAN1))  # ([nan]: none)
+                    if codes is None:
+                        xc = _NO_CATEGORIES
+                    else:
+                        xc = self._xc1
+                        self._xc_pack(self._xc_bytes, 8 * A, *codes)
+                    if not grow:
+                        self._last = (x, dict(x), J, A, self._xn1, xc)
+                    return self._xn1, xc
+            except (KeyError, OverflowError, struct.error):  # a name missing; an int beyond a float
+                pass  # (a row the pack refused half-written: the loop writes it whole, or raises)
         num, cat, known = s._encode_row(x, grow)
         if len(num) < J:
             num.extend([math.nan] * (J - len(num)))

@@ -76,6 +76,16 @@ def feature_order(name: Any) -> tuple[str, str]:
 FLOAT_MAX_INT = int(sys.float_info.max)  # the largest integer a float holds (~1.8e308)
 
 
+def _getter(names: list[str]) -> Any:
+    """A function of a dict: the tuple of its values of ``names``."""
+    if len(names) > 1:
+        return itemgetter(*names)
+    if names:
+        name = names[0]
+        return lambda x: (x[name],)
+    return lambda x: ()
+
+
 def number_value(name: str, v: Any) -> float:
     """``float(v)`` of a number, or ``FeatureTypeError`` for an integer beyond a float's range
     (``float`` raises ``OverflowError``)."""
@@ -128,6 +138,7 @@ class Schema:
         self._max_values = 0
         self._other: dict[int, int] = {}  # categorical feature -> its "other" code
         self.text_bytes = 0  # characters of the names, values and labels held
+        self._readers: tuple | None = None  # row_readers(), until the features change
 
     # ----------------------------------------------------------------- declarations
     def declare(self, features: dict[str, str] | None = None, classes: list | None = None) -> None:
@@ -157,6 +168,7 @@ class Schema:
             raise LimitError("max_features", limit, "features", f"the model has {limit:,} "
                              f"features, no room for {str(name)[:100]!r}", feature=name)  # fmt: skip
         self.text_bytes += len(str(name))
+        self._readers = None
         if kind == NUMERIC:
             self._fast[name] = (0, len(self.num_names))
             self.num_index[name] = len(self.num_names)
@@ -194,6 +206,8 @@ class Schema:
                 del self.cat_values[a][self.code_value[code]]
         del self.code_attr[n_codes:]
         del self.code_value[n_codes:]
+        if len(self.num_names) > n_num or len(self.cat_names) > n_cat:
+            self._readers = None
         for name in self.num_names[n_num:]:
             del self.num_index[name]
             del self._fast[name]
@@ -386,6 +400,27 @@ class Schema:
                         cat.extend([MISSING] * (a + 1 - len(cat)))
                     cat[a] = code
         return num, cat, known
+
+    def row_readers(self) -> tuple:
+        """What ``TreeBank._encode_one`` reads a row with when the row has exactly the schema's
+        features (``len(x)`` equal to their number, and every name a key): ``(number of
+        features, numbers, categories, value codes)``. ``numbers(x)`` is the tuple of the numeric
+        features' values in schema order, ``categories(x)`` that of the categorical ones
+        (``None`` without categorical features), and ``value codes`` each categorical
+        feature's dict of codes. Cached until a feature is added or rolled back.
+
+        The row is then encoded without ``_encode_row`` when its numbers are all of type float
+        or int and their sum is finite (so is each), its categories all of type str and known;
+        packing the numbers as doubles refuses an int exactly where ``float(v)`` (the loop's
+        value) raises ``OverflowError``. Any other row takes ``_encode_row``: its conversions,
+        its errors."""
+        readers = self._readers
+        if readers is None:
+            readers = self._readers = (len(self.num_names) + len(self.cat_names),
+                                       _getter(self.num_names),
+                                       _getter(self.cat_names) if self.cat_names else None,
+                                       list(self.cat_values))  # fmt: skip
+        return readers
 
     def _add_features_of(self, x: dict) -> None:
         """Register every feature of ``x`` the schema does not know yet, in name order.
