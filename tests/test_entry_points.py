@@ -191,3 +191,27 @@ def test_a_label_read_from_nan_probabilities_is_the_answer_dicts() -> None:
         label = bank.run_one(*args, label_only=True)
         assert label == argmax_label(bank.run_one(*args)) == {0: "q", 1: "r", 2: None}[
             [0.3 in row, 0.5 in row, True].index(True)]  # fmt: skip
+
+
+TWO_CLASS_ROWS = [[0.3, 0.7], [0.7, 0.3], [0.5, 0.5], [0.0, 0.0], [math.nan, 0.4], [0.4, math.nan],
+                  [math.nan, math.nan], [0.0, -0.0], [-0.0, 1e-300]]  # fmt: skip
+
+
+@pytest.mark.parametrize("row", TWO_CLASS_ROWS)
+def test_a_label_of_two_classes_is_the_answer_dicts(row: list) -> None:
+    """Two classes take a shorter read of the output row (one larger than the other: its
+    label); ties, zeros and NaNs must still give what ``argmax_label`` gives from the dict."""
+    from learners.base import argmax_label
+
+    nb = learners.NaiveBayes()
+    nb.learn_many([{"a": 1.0}, {"a": 2.0}], ["p", "q"])
+    bank = _bank(nb)
+
+    def fake(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
+             code_attr, need, hint, hinted):  # fmt: skip
+        out[-1, :2] = row
+        return xn.shape[0]
+
+    args = (fake, np.zeros(1, np.int64), np.zeros((1, 1)), {"a": 1.0})
+    label = bank.run_one(*args, label_only=True)
+    assert label == argmax_label(bank.run_one(*args))
