@@ -100,6 +100,7 @@ class Result:
     n: int
     wall_s: float
     cpu_s: float  # CPU time of the timing thread (JVM work done on it included)
+    unanswered: int = 0  # predictions of no class (counted for MOA: its OzaBoost can give none)
 
     @property
     def accuracy(self) -> float:
@@ -360,13 +361,17 @@ def moa_instances(
 
 
 def loop_moa(model: Any, rows: list[tuple[Any, int]]) -> Result:
-    correct = 0
+    correct = unanswered = 0
     t0, c0 = time.perf_counter(), time.thread_time()
     for inst, y in rows:
-        if model.predict(inst) == y:
+        p = model.predict(inst)
+        if p == y:
             correct += 1
+        elif p is None:
+            unanswered += 1
         model.train(inst)
-    return Result(correct, len(rows), time.perf_counter() - t0, time.thread_time() - c0)
+    wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+    return Result(correct, len(rows), wall, cpu, unanswered)
 
 
 def run_moa(stream: Stream, models: Sequence[str], args: argparse.Namespace) -> dict[str, Result]:
@@ -606,6 +611,16 @@ def report(
         title = "Accuracy cross-check (Chorus − MOA; targets from issue 2)"
         parts.append(("**" + title + "**") if markdown else title)
         parts.append(render(check_headers, check_rows, markdown))
+        silent = [(key, m) for key in models if (m := moa.get(key)) is not None and m.unanswered]
+        for key, m in silent:
+            parts.append(
+                f"MOA's {NAMES[key]} predicted no class for {m.unanswered:,} of {m.n:,} examples"
+                + (": its vote stops at the first member whose error ε_m is ≥ ½ (or 0), so it "
+                   "gives no class while the first member's is (docs/engine-api.md, *Where "
+                   "Chorus differs from MOA and river*; Chorus skips such a member and goes on)"
+                   if key.startswith("boost") else "")
+                + ". Its accuracy counts them as wrong."
+            )  # fmt: skip
 
     if extras is not None:
         ex = extras
