@@ -545,25 +545,36 @@ class Schema:
         """``encode_rows``' result for rows whose features are encoded (``_encode_columns``):
         the label codes and the classes known before each row. Rolls back on error."""
         R = len(X)
+        if ys is None:  # (a prediction)
+            return xn, xc, np.zeros(R, dtype=np.int64), np.full(R, len(self.classes), np.int64)
+        if type(ys) is list and len(ys) == R:  # the usual labels: known, of their classes' type
+            codes = list(map(self.class_index.get, ys))
+            if None not in codes:
+                types = set(map(type, ys))
+                if len(types) == 1:
+                    kind = types.pop()
+                    classes = self.classes
+                    if all(type(classes[c]) is kind for c in set(codes)):
+                        return (xn, xc, np.array(codes, dtype=np.int64),
+                                np.full(R, len(classes), dtype=np.int64))  # fmt: skip
         y_codes = [0] * R
-        n_cls_before = [len(self.classes)] * R
-        if ys is not None:
-            mark = self.mark()
-            r = 0
-            try:
-                index = self.class_index
-                classes = self.classes
-                for r in range(R):
-                    n_cls_before[r] = len(classes)
-                    y = ys[r]
-                    code = index.get(y)
-                    if code is None or type(y) is not type(classes[code]):
-                        code = self.class_code(y, grow=grow)
-                    y_codes[r] = code
-            except Exception as exc:
-                self.rollback(mark)
-                at_row(exc, r)
-                raise
+        n_cls_before = [0] * R
+        mark = self.mark()
+        r = 0
+        try:
+            index = self.class_index
+            classes = self.classes
+            for r in range(R):
+                n_cls_before[r] = len(classes)
+                y = ys[r]
+                code = index.get(y)
+                if code is None or type(y) is not type(classes[code]):
+                    code = self.class_code(y, grow=grow)
+                y_codes[r] = code
+        except Exception as exc:
+            self.rollback(mark)
+            at_row(exc, r)
+            raise
         return xn, xc, np.array(y_codes, dtype=np.int64), np.array(n_cls_before, dtype=np.int64)
 
     def max_values(self) -> int:

@@ -334,8 +334,8 @@ def test_the_column_path_encodes_as_the_row_loop(features, R, shape, grow, data)
             row[data.draw(st.sampled_from(sorted(row)))] = data.draw(_cell)
     if shape == "not a dict":
         X[-1] = MappingProxyType(X[-1])  # a mapping the row loop refuses
-    ys = data.draw(st.one_of(st.none(), st.lists(st.sampled_from(["p", "q", 1]), min_size=R,
-                                                 max_size=R)))  # fmt: skip
+    labels = st.sampled_from(["p", "q", "p", "q", "r", 1, True, np.str_("p")])  # ("r": new)
+    ys = data.draw(st.one_of(st.none(), st.lists(labels, min_size=R, max_size=R)))
     import copy
 
     one, two = copy.deepcopy(base), copy.deepcopy(base)
@@ -430,3 +430,19 @@ def test_batch_answers_with_classes_learned_within_the_batch() -> None:
         got = s.proba_dicts(out, np.array(counts, dtype=np.int64))
         assert got == [s.proba_dict(out[r], c) for r, c in enumerate(counts)]
         assert [len(d) for d in got] == [c if out[r].any() else 0 for r, c in enumerate(counts)]
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [[1, 0, True], [True], [False, True], [1.0, 0, 1], [np.int64(1), 0, 1], [0, 1, 2], [1, 0]],
+)
+def test_batch_labels_of_another_type_are_the_loops(labels: list) -> None:
+    """The column path reads a batch's labels at once when each is a known class of its class'
+    type; ``True`` in a model of ``1``, ``1.0`` or a numpy int must still be what the loop
+    makes of them (an error, or the normalised class)."""
+    X = [{"a": float(i)} for i in range(9)]
+    fast, loop = Schema(), Schema()
+    for s in (fast, loop):
+        s.encode_rows(X[:2], True, [0, 1])
+    ys = (labels * 9)[:9]
+    assert _encode(fast, X, True, ys, columns=True) == _encode(loop, X, True, ys, columns=False)
