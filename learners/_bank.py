@@ -655,10 +655,10 @@ class TreeBank:
             out = self._out1
             if label_only:  # argmax without building the dict (ties: first class, as argmax_label)
                 if n_cls == 2:  # (two classes, one larger: the max and its first index, read)
-                    vals = self._out_vals
-                    if vals[0] > vals[1]:
+                    two = self._out_vals
+                    if two[0] > two[1]:
                         return s.classes[0]
-                    if vals[1] > vals[0]:
+                    if two[1] > two[0]:
                         return s.classes[1]
                 vals = self._out_vals[:n_cls].tolist()  # (list functions: numpy's cost more)
                 t = sum(vals)

@@ -548,7 +548,7 @@ class Schema:
         if ys is None:  # (a prediction)
             return xn, xc, np.zeros(R, dtype=np.int64), np.full(R, len(self.classes), np.int64)
         if type(ys) is list and len(ys) == R:  # the usual labels: known, of their classes' type
-            codes = list(map(self.class_index.get, ys))
+            codes: list = list(map(self.class_index.get, ys))
             if None not in codes:
                 types = set(map(type, ys))
                 if len(types) == 1:
