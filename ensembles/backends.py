@@ -27,7 +27,7 @@ from learners.base import check_weight, check_weights
 from learners.compiled import TreeBank, bank_params
 from learners.jit import interpreting
 from learners.jit import kernel as compiled
-from learners.schema import Schema, normalize_label
+from learners.schema import CATEGORICAL, Schema, normalize_label
 
 from . import _kernels
 from .members import member_clone
@@ -427,6 +427,7 @@ class PythonBackend:
         self.schema.encode_rows(X, grow=learn, ys=ys if learn else None)
         if learn and self.schema.mark() != mark:
             self.check_bytes(mark)
+            self.declare_new(mark)
         ens = self.ensemble
         results = []
         for r, x in enumerate(X):
@@ -440,6 +441,26 @@ class PythonBackend:
                     ens._py_learn(x, y, w, self.n_seen)
                     self.n_seen += 1
         return results
+
+    def declare_new(self, mark: tuple) -> None:
+        """Declare the categorical features the schema learned since ``mark`` to every member
+        that takes declarations (``MLP``), before any member learns the rows that brought them.
+        A member sees only the examples its Poisson draws give it, so without this it would take
+        a feature's kind from the first value *it* saw (a number, where the ensemble had seen a
+        category first) and refuse, for good, rows the ensemble accepted. (Numeric features need
+        no declaration: the schema refuses text for them, unless declared numeric, and a member
+        that made one categorical from a numeric text takes numbers as categories too.) On an
+        error the schema goes back to ``mark``."""
+        new = {name: CATEGORICAL for name in self.schema.cat_names[mark[1] :]}
+        if not new:
+            return
+        try:
+            for member in self.members:
+                if hasattr(member, "declare"):
+                    member.declare(new)
+        except Exception:
+            self.schema.rollback(mark)
+            raise
 
     def check_bytes(self, mark: tuple) -> None:
         """``LimitError`` (the schema rolled back to ``mark``) if members that can tell what they
@@ -477,7 +498,9 @@ class PythonBackend:
         return None  # members read the dicts
 
     def member_fit(self, m: int, X, y, weights: np.ndarray, enc=None) -> None:
+        mark = self.schema.mark()
         self.schema.encode_rows(list(X), grow=True, ys=list(y))
+        self.declare_new(mark)
         member = self.members[m]
         for x, yy, w in zip(X, y, weights, strict=True):
             yy = normalize_label(yy)

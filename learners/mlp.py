@@ -356,6 +356,19 @@ class MLP(ManyMixin, RiverEstimator):
         raise LimitError("max_state_bytes", limit, "model",
                          f"learning this would make the model's state {need:,} bytes")  # fmt: skip
 
+    def declare(self, features: dict[str, str] | None = None, classes: list | None = None) -> None:
+        """Pre-seed feature kinds and class labels (see docs/engine-api.md); an error leaves
+        the network as it was."""
+        s = self._schema
+        mark = s.mark()
+        try:
+            s.declare(features, classes)
+            if s.mark() != mark:
+                self._grow(s.n_num, s.n_codes, s.n_classes, exact=self._check_bytes(mark))
+        except Exception:
+            s.rollback(mark)
+            raise
+
     @property
     def classes(self) -> list:
         """Labels learned so far, in order of first appearance."""

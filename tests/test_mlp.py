@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ensembles import AdaBoost, BatchBagging, OnlineBagging, OnlineBoosting, build_model, load_state
 from learners import MLP, LimitError
@@ -349,3 +351,44 @@ def test_max_state_bytes_bounds_an_ensemble_of_networks(ensemble):
     assert sum(m.memory_bytes for m in members) + model._backend.schema.text_bytes <= limit
     assert refused > 90_000
     assert model.predict_one({"id": "v1", "x": 1.0}) in (True, False)
+
+
+_VALUES = ["red", "blue", 0, 1.5, True, None]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(_VALUES), st.sampled_from(_VALUES), st.integers(0, 2)),
+        min_size=1,
+        max_size=8,
+    ),  # fmt: skip
+    st.sampled_from(["bag", "boost"]),
+)
+def test_networks_in_an_ensemble_take_its_feature_kinds(rows, kind) -> None:
+    """A member sees only the examples its Poisson draws give it: a network that first saw
+    ``b = 0`` made ``b`` numeric while the ensemble had made it categorical from ``"red"``, and
+    then refused, for good, rows the ensemble accepted (a refused example also left its class in
+    the ensemble). Now the ensemble declares each new feature's kind to its members: every row
+    it accepts, its members accept, and a refused one leaves no trace."""
+    cls = OnlineBagging if kind == "bag" else OnlineBoosting
+    model = cls(MLP(n_hidden=3), n_models=3, seed=4)
+    learned = []
+    for a, b, y in rows:
+        x = {"a": a, "b": b}
+        before = json.dumps(model.to_state()["header"], sort_keys=True, default=str)
+        try:
+            model.predict_learn_one(x, y)
+        except ValueError:
+            assert json.dumps(model.to_state()["header"], sort_keys=True, default=str) == before
+            continue
+        learned.append(x)
+        for seen in learned:
+            model.predict_proba_one(seen)  # (a row learned once is never refused afterwards)
+
+
+def test_a_network_member_that_missed_a_features_first_value() -> None:
+    model = OnlineBagging(MLP(n_hidden=3), n_models=2, seed=4)
+    for x, y in [({"b": "red"}, 0), ({"b": 0}, 0), ({"b": "red"}, 1)]:
+        model.predict_learn_one(x, y)  # (the third raised: member 1 had made b numeric)
+    assert set(model.predict_proba_one({"b": "red"})) == {0, 1}
