@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import numbers
 from collections.abc import Iterable, Iterator, Sequence
+from operator import itemgetter
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -182,6 +183,11 @@ def batch_parts(batch: Any) -> tuple[Any, Any, Any]:
     return batch[0], batch[1], batch[2] if len(batch) == 3 else None
 
 
+def _one_value(key: Any) -> Any:
+    """``itemgetter(key)`` as a one-tuple (a row of one column)."""
+    return lambda d: (d[key],)
+
+
 class ManyMixin:
     """The batch forms of the model API over one ``_run(X, ys, ws, *, predict, learn)``.
 
@@ -203,7 +209,22 @@ class ManyMixin:
             return probas
         import pandas as pd
 
-        return pd.DataFrame.from_records(probas, index=index).fillna(0.0)
+        if probas and probas[0]:  # the usual batch: every row over the same classes, read by name
+            cols = list(probas[0])
+            n = len(cols)
+            if all(len(p) == n for p in probas):
+                read: Any = itemgetter(*cols) if n > 1 else _one_value(cols[0])
+                try:
+                    rows = list(map(read, probas))
+                except KeyError:  # (another class in some row: the general form below)
+                    pass
+                else:
+                    return pd.DataFrame(rows, columns=cols, index=index).fillna(0.0)
+        # (not from_records(..., index=index): index labels that are also class labels, a 2-row
+        # batch of a model of classes 0 and 1, are taken there for the columns to index by)
+        frame = pd.DataFrame.from_records(probas).fillna(0.0)
+        frame.index = index
+        return frame
 
     def learn_many(self, X: Any, y: Any, w: Any = None) -> None:
         """Learn rows in order (row i with weight ``w[i]``, default 1)."""

@@ -9,12 +9,13 @@ import random
 from types import MappingProxyType
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from streams import Proxy, categorical_stream, mixed_stream
 
-from ensembles import AdaBoost, BatchBagging
+from ensembles import AdaBoost, BatchBagging, OnlineBagging
 from learners import (
     DecisionStump,
     EncodedRows,
@@ -446,3 +447,36 @@ def test_batch_labels_of_another_type_are_the_loops(labels: list) -> None:
         s.encode_rows(X[:2], True, [0, 1])
     ys = (labels * 9)[:9]
     assert _encode(fast, X, True, ys, columns=True) == _encode(loop, X, True, ys, columns=False)
+
+
+def _frame_of(probas: list[dict], index) -> pd.DataFrame:
+    """What a DataFrame's probabilities must be: a column per class (in order of appearance),
+    0 where a row has no probability for it (or NaN), indexed like the input."""
+    cols = list(dict.fromkeys(k for p in probas for k in p))
+    cells = [[p.get(c, 0.0) for c in cols] for p in probas]
+    return pd.DataFrame(cells, columns=cols, index=index, dtype=float).fillna(0.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from([[0, 1], [1, 0], [True, False], ["p", "q"], [0, 1, 2], [3]]),
+    st.integers(1, 5),
+    st.sampled_from(["range", "offset", "labels", "strings"]),
+    st.sampled_from(["nb", "ht", "bag"]),
+)
+def test_dataframe_probabilities_for_any_index_and_labels(classes, R, index_kind, kind) -> None:
+    """A DataFrame's probabilities are a DataFrame indexed like it, whatever its index and the
+    labels: with ``from_records(..., index=index)`` a 2-row batch of a model of classes 0 and 1
+    came back empty (the index labels, 0 and 1, were taken for columns to index by)."""
+    learner = {"nb": NaiveBayes, "ht": lambda: HoeffdingTree(grace_period=5),
+               "bag": lambda: OnlineBagging(NaiveBayes(), n_models=3, seed=1)}[kind]()  # fmt: skip
+    train = [{"a": float(i % 4), "b": "uv"[i % 2]} for i in range(12)]
+    learner.learn_many(train, [classes[i % len(classes)] for i in range(12)])
+    rows = [{"a": float(r), "b": "uvw"[r % 3]} for r in range(R)]
+    index = {"range": pd.RangeIndex(R), "offset": pd.RangeIndex(1, R + 1),
+             "labels": pd.Index(list(classes[:1]) * R), "strings": pd.Index(list("xyzwv")[:R])}[
+        index_kind]  # fmt: skip
+    frame = pd.DataFrame(rows, index=index)
+    got = learner.predict_proba_many(frame)
+    pd.testing.assert_frame_equal(got, _frame_of(learner.predict_proba_many(rows), index),
+                                  check_column_type=False)  # fmt: skip
