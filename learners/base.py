@@ -183,9 +183,15 @@ def batch_parts(batch: Any) -> tuple[Any, Any, Any]:
     return batch[0], batch[1], batch[2] if len(batch) == 3 else None
 
 
-def _one_value(key: Any) -> Any:
-    """``itemgetter(key)`` as a one-tuple (a row of one column)."""
-    return lambda d: (d[key],)
+def values_of(keys: list) -> Any:
+    """A function of a dict: the tuple of its values of ``keys`` (``itemgetter``, which gives a
+    bare value for one key and cannot take none: a tuple always)."""
+    if len(keys) > 1:
+        return itemgetter(*keys)
+    if keys:
+        key = keys[0]
+        return lambda d: (d[key],)
+    return lambda d: ()
 
 
 class ManyMixin:
@@ -213,9 +219,8 @@ class ManyMixin:
             cols = list(probas[0])
             n = len(cols)
             if all(len(p) == n for p in probas):
-                read: Any = itemgetter(*cols) if n > 1 else _one_value(cols[0])
                 try:
-                    rows = list(map(read, probas))
+                    rows = list(map(values_of(cols), probas))
                 except KeyError:  # (another class in some row: the general form below)
                     pass
                 else:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import FeatureTypeError, FrameRows, LabelError, argmax_label, at_row
+from .base import FeatureTypeError, FrameRows, LabelError, argmax_label, at_row, values_of
 from .limits import LimitError, Limits
 
 _UNCHECKED = Limits(max_features=1 << 62, max_values=1 << 62, max_classes=1 << 62)
@@ -74,16 +74,6 @@ def feature_order(name: Any) -> tuple[str, str]:
 
 
 FLOAT_MAX_INT = int(sys.float_info.max)  # the largest integer a float holds (~1.8e308)
-
-
-def _getter(names: list[str]) -> Any:
-    """A function of a dict: the tuple of its values of ``names``."""
-    if len(names) > 1:
-        return itemgetter(*names)
-    if names:
-        name = names[0]
-        return lambda x: (x[name],)
-    return lambda x: ()
 
 
 def number_value(name: str, v: Any) -> float:
@@ -417,8 +407,8 @@ class Schema:
         readers = self._readers
         if readers is None:
             readers = self._readers = (len(self.num_names) + len(self.cat_names),
-                                       _getter(self.num_names),
-                                       _getter(self.cat_names) if self.cat_names else None,
+                                       values_of(self.num_names),
+                                       values_of(self.cat_names) if self.cat_names else None,
                                        list(self.cat_values))  # fmt: skip
         return readers
 
