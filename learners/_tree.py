@@ -31,9 +31,10 @@ it — never a block over the global vocabulary or over all classes.
 * value rows ``[M, E]`` (one per (leaf, category code) seen): weight per class in
   ``vw_at``/``vw_len``, ``v_code`` the code.
 * numeric observers ``[M, O]`` (one per (leaf, numeric feature) seen): one Gaussian estimator per
-  class in ``g_at``/``g_len`` (weight, mean, M2, min, max, and the naive-Bayes variance and its
-  log, cached: ``o_fresh`` says which of them are stale, see ``gaussian_cache``), ``o_attr`` the
-  feature.
+  class in ``g_at``/``g_len`` (weight, mean, M2, min, max, and the naive-Bayes variance, cached:
+  ``o_fresh`` says which of them are stale, see ``gaussian_cache``; a seventh float, LOGVAR, held
+  the variance's log until ``nb_proba`` took one log per class; it is no longer written or read,
+  and stays so that saved states keep their layout), ``o_attr`` the feature.
 
 Class entries. A row's per-class statistics are one *block* of a per-member pool: ``wc``/``wv``
 (class code, weight) for the weight rows of nodes, feature rows and value rows, ``gc``/``gv``
@@ -104,6 +105,7 @@ MAX_ID = 1 << ID_BITS
 MAX_SLOTS = 1 << 25
 DIRECT = 32  # features (of each kind) whose rows a leaf finds through f_of / o_of
 PRODUCT_FOLD = 1e-250  # nb_proba takes the log of a product of quotients before it gets smaller
+VAR_FOLD = 1e-150  # and the log of a product of variances before it leaves [1e-150, 1e150]
 WSUM_SLACK = 1e-6  # relative error bound of the running leaf totals ``wsum`` (see tree_learn)
 
 NODE_FIELDS = ("kind", "attr", "thr", "slot", "child", "sibling", "branch", "depth", "d_at",
@@ -1129,14 +1131,14 @@ def update_leaf(T, m, node, xn, xc, y, w, code_attr):
 
 @nb.njit(cache=True)
 def set_variance(gv, m, b):
-    """The naive-Bayes variance (unbiased, weighted) and its log of the estimator at
-    ``gv[m, b:]``; VAR = -1 for zero variance (a point mass at MEAN)."""
+    """The naive-Bayes variance (unbiased, weighted) of the estimator at ``gv[m, b:]``;
+    VAR = -1 for zero variance (a point mass at MEAN). (Its log is not kept: ``nb_proba`` takes
+    one log of each class' product of variances, not one per class and feature.)"""
     wk = gv[m, b + W]
     if wk > 0.0:
         var = gv[m, b + M2] / (wk - 1.0) if wk > 1.0 else 0.0
         if var > 0.0:
             gv[m, b + VAR] = var
-            gv[m, b + LOGVAR] = math.log(var)
         else:
             gv[m, b + VAR] = -1.0  # degenerate: a point mass at MEAN
 
@@ -1184,11 +1186,9 @@ def gaussian_cache(T, m, o):
     T.o_fresh[m, o] = 1
     if pm2 <= 0.0:
         # every observation at this leaf has the same value: the feature tells the classes
-        # nothing, so its term is made exactly 0 (VAR = inf, LOGVAR = -log(2 pi))
+        # nothing, so it has no term (VAR = inf: nb_proba skips it)
         for i in range(n):
-            b = (a + i) * NUM_STATS
-            gv[m, b + VAR] = np.inf
-            gv[m, b + LOGVAR] = -2.0 * LOG2PI_HALF
+            gv[m, (a + i) * NUM_STATS + VAR] = np.inf
         return
     for i in range(n):
         set_variance(gv, m, (a + i) * NUM_STATS)
@@ -1414,13 +1414,17 @@ def normalize_node(T, m, node, n_classes, pk, pv):
     return normalize_row(T, T.d_at, T.d_len, m, node, n_classes, pk, pv)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, error_model="numpy")
 def nb_proba(T, m, node, xn, xc, n_classes, pk, pv):
     """Naive Bayes at a leaf: class priors from the leaf's weights, Laplace-smoothed category
     likelihoods ((n + 1) / (n_class + V) with V the values seen at the leaf), Gaussian numeric
     likelihoods (unbiased weighted variance; a class with zero variance has density 1 at its
     value and 0 elsewhere, as MOA's GaussianEstimator). Over the leaf's classes only: the
-    statistics rows hold a subset of them, merged in class order."""
+    statistics rows hold a subset of them, merged in class order.
+
+    (``error_model="numpy"``: no divisor here can be 0 -- n_c + V >= 1, variances are > 0 and the
+    normaliser >= 1 -- so numba's check of each divisor, one compare per class and feature, is
+    left out; the answers are the same.)"""
     # Scalar indexing throughout: numba array views cost ~5x here.
     s = T.slot[m, node]
     da, dn = weights_below(T, T.d_at, T.d_len, m, node, n_classes)
@@ -1489,12 +1493,18 @@ def nb_proba(T, m, node, xn, xc, n_classes, pk, pv):
             if pv[dn + i] != 1.0:  # (a numeric stream's terms are exactly as they were)
                 logp[i] += math.log(pv[dn + i])
     if has_number(xn):
+        # Each class' Gaussian terms are -z^2 / (2 var) - log(var) / 2 - log(2 pi) / 2; the
+        # variances are multiplied and the log of the product taken once per class (pv[dn + i],
+        # kept within [VAR_FOLD, 1 / VAR_FOLD]: a variance that would take it out goes to the
+        # log with it), not once per class and feature: a learn then costs no log (set_variance)
         o_of = T.o_of
         o_fresh = T.o_fresh
         g_at = T.g_at
         g_len = T.g_len
         gc = T.gc
         gv = T.gv
+        for i in range(dn):
+            pv[dn + i] = 1.0  # the product of class i's variances (pv holds 2C)
         for j in range(xn.shape[0]):
             v = xn[j]
             if np.isnan(v):
@@ -1526,7 +1536,17 @@ def nb_proba(T, m, node, xn, xc, n_classes, pk, pv):
                     continue
                 if gv[m, b + VAR] == np.inf:  # an uninformative feature: its term is exactly 0
                     continue  # (computed, z * z / inf is NaN once z * z overflows, |z| > 1.3e154)
-                logp[i] += -0.5 * z * z / gv[m, b + VAR] - 0.5 * gv[m, b + LOGVAR] - LOG2PI_HALF
+                var = gv[m, b + VAR]
+                logp[i] += -0.5 * z * z / var - LOG2PI_HALF
+                pvar = pv[dn + i] * var  # (0 or inf if it under- or overflowed)
+                if VAR_FOLD <= pvar <= 1.0 / VAR_FOLD:
+                    pv[dn + i] = pvar
+                else:
+                    logp[i] -= 0.5 * (math.log(pv[dn + i]) + math.log(var))
+                    pv[dn + i] = 1.0
+        for i in range(dn):
+            if pv[dn + i] != 1.0:
+                logp[i] -= 0.5 * math.log(pv[dn + i])
     mx = -np.inf
     for i in range(dn):
         if logp[i] > mx:
