@@ -1512,7 +1512,11 @@ def nb_proba(T, m, node, xn, xc, n_classes, pk, pv):
             o = o_of[m, s, j] if j < o_of.shape[2] else row_find(T, m, s, j, KEY_OBSERVER)
             if o < 0:
                 continue  # feature never observed at this leaf
-            if o_fresh[m, o] != 1 and o_fresh[m, o] != SETTLED:  # (see gaussian_cache)
+            fr = o_fresh[m, o]
+            if fr > SETTLED:  # (gaussian_cache's usual case, inline: one class learned since)
+                set_variance(gv, m, (g_at[m, o] + fr - SETTLED - 1) * NUM_STATS)
+                o_fresh[m, o] = SETTLED
+            elif fr != 1 and fr != SETTLED:  # (see gaussian_cache)
                 gaussian_cache(T, m, o)
             ga = g_at[m, o]
             gn = g_len[m, o]
