@@ -351,13 +351,19 @@ def key_home(key, mask):
 @nb.njit(cache=True)
 def index_find(T, m, key):
     """The row stored under ``key`` in member m's index, -1 if none."""
-    hkey = T.hkey
+    return index_get(T.hkey, T.hval, m, key)
+
+
+@nb.njit(cache=True)
+def index_get(hkey, hval, m, key):
+    """``index_find`` in the index arrays ``hkey``/``hval`` (a hot loop reads the bank's fields
+    once: each read costs a reference count; kernels never replace these two arrays)."""
     mask = hkey.shape[1] - 1
     i = key_home(key, mask)
     while True:
         k = hkey[m, i]
         if k == key:
-            return T.hval[m, i]
+            return hval[m, i]
         if k < 0:
             return -1
         i = (i + 1) & mask
@@ -1062,13 +1068,16 @@ def update_leaf(T, m, node, xn, xc, y, w, code_attr):
         vw_len = T.vw_len
         fw_at = T.fw_at
         fw_len = T.fw_len
+        f_of = T.f_of
+        hkey = T.hkey
+        hval = T.hval
         for a in range(xc.shape[0]):
             code = xc[a]
             if code >= 0:
-                f = row_find(T, m, s, a, KEY_FEATURE)
+                f = f_of[m, s, a] if a < f_of.shape[2] else row_find(T, m, s, a, KEY_FEATURE)
                 if f < 0:
                     f = add_feature(T, m, s, a)
-                e = index_find(T, m, stat_key(s, code, KEY_VALUE))
+                e = index_get(hkey, hval, m, stat_key(s, code, KEY_VALUE))
                 if e < 0:  # a value new to this leaf (w > 0: a row exists iff its weight is > 0)
                     e = add_value(T, m, s, f, code)
                 b = vw_at[m, e]  # (add_weight, inline for the usual few classes)
@@ -1447,17 +1456,20 @@ def nb_proba(T, m, node, xn, xc, n_classes, pk, pv):
         fw_len = T.fw_len
         vw_at = T.vw_at
         vw_len = T.vw_len
+        f_of = T.f_of
+        hkey = T.hkey
+        hval = T.hval
         for i in range(dn):
             pv[dn + i] = 1.0  # the product of class i's category likelihoods (pv holds 2C)
         for a in range(xc.shape[0]):
             code = xc[a]
             if code < 0:
                 continue
-            f = row_find(T, m, s, a, KEY_FEATURE)
+            f = f_of[m, s, a] if a < f_of.shape[2] else row_find(T, m, s, a, KEY_FEATURE)
             if f < 0:
                 continue  # feature never observed at this leaf
             V = nvals[m, f]
-            e = index_find(T, m, stat_key(s, code, KEY_VALUE))
+            e = index_get(hkey, hval, m, stat_key(s, code, KEY_VALUE))
             if e < 0:
                 continue  # value never learned at this leaf: skipped, like an unseen value
             fa = fw_at[m, f]
