@@ -150,21 +150,23 @@ def test_naive_bayes_categorical_likelihoods_equal_batch(data):
 @given(st.data())
 def test_naive_bayes_gaussian_likelihoods_equal_batch(data):
     """Any numeric stream whose features live at scales from 1e-140 to 1e140 (variances from
-    about 1e-280 to 1e280), many features or few: the variances' logs taken once per class, of
-    their product folded whenever it leaves [1e-150, 1e150] (nb_proba), answer as the sum of
-    one log per class and feature does (to 1e-9)."""
+    about 1e-280 to 1e280), many features or few, class weights from 1e-300 to 1e12: the
+    variances' logs taken once per class, of their product folded whenever it leaves
+    [1e-150, 1e150] (nb_proba), answer as the sum of one log per class and feature does (to
+    1e-9)."""
     n_features = data.draw(st.integers(1, 60), label="features")
     scales = data.draw(st.lists(st.sampled_from([1e-140, 1e-60, 1e-8, 1.0, 1e8, 1e60, 1e140]),
                                 min_size=n_features, max_size=n_features), label="scales")  # fmt: skip
     classes = data.draw(st.integers(1, 4), label="classes")
     seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
     n_rows = data.draw(st.integers(2, 40), label="rows")
+    weights = data.draw(st.sampled_from([[0.5, 1.0, 2.0, 1e6], [1e-300, 1.0, 1e12]]), label="w")
     rng = random.Random(seed)
     stream = []
     for _ in range(n_rows):
         y = rng.randrange(classes)
         x = {f"n{j}": scale * rng.gauss(y, 1.0) for j, scale in enumerate(scales)}
-        stream.append((x, f"c{y}", rng.choice([0.5, 1.0, 2.0, 1e6])))
+        stream.append((x, f"c{y}", rng.choice(weights)))
     nb = NaiveBayes()
     for x, y, w in stream:
         nb.learn_one(x, y, w=w)
