@@ -73,10 +73,26 @@ numbers = st.one_of(
     st.integers(-(2**63), 2**63 - 1).map(np.int64),
     st.sampled_from([Fraction(1, 3), Decimal("1.5"), "1.5", "abc", "", None, "x" * 10_000]),
 )
+class _Text(str):
+    """A str subclass: its code is its text's, by either path."""
+
+
+class _LooksLikeU:
+    """Not a str, yet equal to "u" and hashed as "u": a dict lookup finds "u"'s code, and the loop
+    refuses it (FeatureTypeError), so the by-name path must not look it up."""
+
+    def __eq__(self, other: object) -> bool:
+        return other == "u"
+
+    def __hash__(self) -> int:
+        return hash("u")
+
+
 categories = st.one_of(
     st.sampled_from(["u", "v", "w"]),
     st.text(max_size=8),
     st.sampled_from([1, 2.5, True, None, float("nan"), np.str_("u"), "y" * 10_000]),
+    st.sampled_from([_Text("u"), _Text("new"), _LooksLikeU()]),
 )
 
 
