@@ -73,6 +73,8 @@ numbers = st.one_of(
     st.integers(-(2**63), 2**63 - 1).map(np.int64),
     st.sampled_from([Fraction(1, 3), Decimal("1.5"), "1.5", "abc", "", None, "x" * 10_000]),
 )
+
+
 class _Text(str):
     """A str subclass: its code is its text's, by either path."""
 
