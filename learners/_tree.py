@@ -1155,7 +1155,7 @@ def set_variance(gv, m, b):
 @nb.njit(cache=True)
 def gaussian_cache(T, m, o):
     """Naive-Bayes variance of every class of the numeric observer o (the unbiased weighted
-    variance) and its log. A class with zero variance (one value so far) gets VAR = -1: its
+    variance). A class with zero variance (one value so far) gets VAR = -1: its
     density is 1 at that value and 0 elsewhere, MOA's GaussianEstimator rule. A feature with zero
     pooled variance is uninformative and contributes nothing.
 
