@@ -1163,15 +1163,12 @@ def gaussian_cache(T, m, o):
     variance is positive for good: some class' M2 is > 0 and every M2 finite and >= 0, so the
     pooled sum of non-negative terms is never <= 0 (``update_leaf`` keeps SETTLED only while a
     learned M2 stays finite and does not shrink); SETTLED + 1 + q only the block's entry q is
-    stale (the one class learned since, with the pooled variance settled). Recomputing one entry
-    gives what recomputing all would: the others' inputs did not change."""
+    stale (the one class learned since, with the pooled variance settled). This function
+    recomputes everything (any other value, e.g. 0); ``nb_proba`` recomputes the one entry of
+    SETTLED + 1 + q itself, which gives what recomputing all would: the others' inputs did not
+    change."""
     gv = T.gv
     a = T.g_at[m, o]
-    fr = T.o_fresh[m, o]
-    if fr > SETTLED:
-        set_variance(gv, m, (a + fr - SETTLED - 1) * NUM_STATS)
-        T.o_fresh[m, o] = SETTLED
-        return
     n = T.g_len[m, o]
     pw = 0.0
     pmean = 0.0
@@ -1525,10 +1522,10 @@ def nb_proba(T, m, node, xn, xc, n_classes, pk, pv):
             if o < 0:
                 continue  # feature never observed at this leaf
             fr = o_fresh[m, o]
-            if fr > SETTLED:  # (gaussian_cache's usual case, inline: one class learned since)
+            if fr > SETTLED:  # one class learned since: its entry alone (see gaussian_cache)
                 set_variance(gv, m, (g_at[m, o] + fr - SETTLED - 1) * NUM_STATS)
                 o_fresh[m, o] = SETTLED
-            elif fr != 1 and fr != SETTLED:  # (see gaussian_cache)
+            elif fr != 1 and fr != SETTLED:  # everything stale (see gaussian_cache)
                 gaussian_cache(T, m, o)
             ga = g_at[m, o]
             gn = g_len[m, o]
