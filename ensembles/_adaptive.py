@@ -51,8 +51,10 @@ from learners.compiled import (
     classes_after,
     classes_needed,
     has_room,
+    io_scratch,
     keep_alive,
     predicted_from,
+    register_io_run,
     sparse_buffers,
     tree_best,
     tree_learn,
@@ -517,7 +519,38 @@ def boosting_adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, 
                          n_cls, code_attr, need, hint, hinted, BOOSTING)  # fmt: skip
 
 
-# after every kernel: one compiled version per argument type, except adaptive_rows' and
-# adaptive_loop's per method (BAGGING/BOOSTING constants): each run kernel compiles only its
+@nb.njit(cache=True)
+def adaptive_rows_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats, method):
+    """``adaptive_rows`` over a ``RunIO`` (``io.fstate`` the ``AdaptiveStruct``'s struct;
+    ``learners.compiled.single_run_io`` says what ``io`` and ``cats`` give)."""
+    pk, pv = io_scratch(io, start, do_learn)
+    done = adaptive_loop(B, io.ipar, io.fstate, io.xn, io.xc if cats else io.no_cats, io.ys,
+                         io.ws, io.seqs, start, do_predict, do_learn,
+                         io.out_now if start == 0 else io.out, io.n_cls, unowned(code_attr),
+                         need, method, unowned(pk), unowned(pv), io.hint, hinted)  # fmt: skip
+    keep_alive(pk, pv)
+    return done
+
+
+@nb.njit(cache=True)
+def adaptive_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats):
+    """``adaptive_run``'s IO run kernel (``learners.compiled.register_io_run``)."""
+    return adaptive_rows_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats,
+                            BAGGING)  # fmt: skip
+
+
+@nb.njit(cache=True)
+def boosting_adaptive_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats):
+    """``boosting_adaptive_run``'s IO run kernel (``learners.compiled.register_io_run``)."""
+    return adaptive_rows_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats,
+                            BOOSTING)  # fmt: skip
+
+
+register_io_run(adaptive_run, adaptive_run_io)
+register_io_run(boosting_adaptive_run, boosting_adaptive_run_io)
+
+
+# after every kernel: one compiled version per argument type, except adaptive_rows',
+# adaptive_rows_io's and adaptive_loop's per method (BAGGING/BOOSTING constants): each run kernel compiles only its
 # own branch
-one_specialisation(globals(), keep_literal=("adaptive_rows", "adaptive_loop"))
+one_specialisation(globals(), keep_literal=("adaptive_rows", "adaptive_loop", "adaptive_rows_io"))

@@ -16,9 +16,11 @@ from learners.compiled import (
     classes_after,
     classes_needed,
     has_room,
+    io_scratch,
     keep_alive,
     member_buffers,
     predicted_from,
+    register_io_run,
     scatter,
     sparse_buffers,
     tree_best,
@@ -308,6 +310,37 @@ def boosting_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_le
 
 
 @nb.njit(cache=True)
+def ensemble_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats, method):
+    """``ensemble_run`` over a ``RunIO`` (``learners.compiled.single_run_io``, which says what
+    ``io`` and ``cats`` give; ``TreeBank.run_one``); one specialisation per ``method``."""
+    pk, pv = io_scratch(io, start, do_learn)
+    done = ensemble_rows(B, io.ipar, io.fstate, io.xn, io.xc if cats else io.no_cats, io.ys,
+                         io.ws, io.seqs, start, do_predict, do_learn,
+                         io.out_now if start == 0 else io.out, io.n_cls, unowned(code_attr),
+                         need, method, unowned(pk), unowned(pv), io.hint, hinted)  # fmt: skip
+    keep_alive(pk, pv)
+    return done
+
+
+@nb.njit(cache=True)
+def bagging_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats):
+    """``bagging_run``'s IO run kernel (``learners.compiled.register_io_run``)."""
+    return ensemble_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats,
+                           BAGGING)  # fmt: skip
+
+
+@nb.njit(cache=True)
+def boosting_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats):
+    """``boosting_run``'s IO run kernel (``learners.compiled.register_io_run``)."""
+    return ensemble_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats,
+                           BOOSTING)  # fmt: skip
+
+
+register_io_run(bagging_run, bagging_run_io)
+register_io_run(boosting_run, boosting_run_io)
+
+
+@nb.njit(cache=True)
 def member_learn(B, m, xn, xc, ys, ws, start, n_classes, code_attr, need):
     """Learn weighted rows into member m only (batch fitting and priming)."""
     C = max(n_classes, 2)
@@ -511,6 +544,7 @@ def bagging_votes(ipar, vote_n, vote_k, vote_p, base, stop, n_cls, out):
                 out[r, c] /= voters
 
 
-# after every kernel: one compiled version per argument type, except ensemble_run's per method
-# (BAGGING/BOOSTING constants): bagging_run then compiles no boosting code (-2 s of a cold start)
-one_specialisation(globals(), keep_literal=("ensemble_run",))
+# after every kernel: one compiled version per argument type, except ensemble_run's and
+# ensemble_run_io's per method (BAGGING/BOOSTING constants): bagging_run then compiles no boosting
+# code (-2 s of a cold start)
+one_specialisation(globals(), keep_literal=("ensemble_run", "ensemble_run_io"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from learners import NativeLearner
+from learners.compiled import io_run_of
 from learners.jit import is_cached
 from learners.mlp import mlp_run
 
@@ -24,9 +25,9 @@ ENSEMBLES: dict[str, type[OnlineEnsemble]] = {
 
 def run_kernels(ensemble: str) -> tuple:
     """The compiled run kernels a model of ensemble kind ``ensemble`` (``build_model`` names) may
-    call: the kind's own, the adaptive one of its drift options, bagging's member-parallel ones,
-    and the MLP learner's (an MLP member runs its own kernel; the native learners share the
-    ensemble's)."""
+    call: the kind's own, the adaptive one of its drift options, their IO run kernels
+    (``learners.compiled.register_io_run``), bagging's member-parallel ones, and the MLP
+    learner's (an MLP member runs its own kernel; the native learners share the ensemble's)."""
     own = ENSEMBLES[ensemble]._kernel
     adaptive = {"bagging": (_adaptive.adaptive_run,),
                 "boosting": (_adaptive.boosting_adaptive_run,)}.get(ensemble, ())  # fmt: skip
@@ -36,7 +37,9 @@ def run_kernels(ensemble: str) -> tuple:
         if ensemble == "bagging"
         else ()
     )
-    return (own, *adaptive, *parallel, mlp_run)
+    # the IO run kernels through which TreeBank.run_one calls them (the per-example calls)
+    io = tuple(k for k in map(io_run_of, (own, *adaptive)) if k is not None)
+    return (own, *adaptive, *io, *parallel, mlp_run)
 
 
 def kernels_cached(ensemble: str) -> bool:

@@ -26,7 +26,10 @@ from ._tree import (
     canonical,
     interpreted_bank,
     make_bank,
+    make_run_io,
     pools,
+    single_run,
+    single_run_io,
 )
 from ._tree import (
     add_feature as add_feature_,
@@ -59,6 +62,23 @@ _FLOAT_INT = frozenset({float, int})  # a row's numbers that _encode_one packs a
 _NAN1 = (math.nan,)  # the row of a schema without numeric features
 # the rows of run_one's two-row buffers: a deferred learn (``defer``) and the current example
 _KEPT, _NOW = 0, 1
+# run kernel -> its IO run kernel (``_tree.single_run_io``'s signature: the kernel over a
+# ``RunIO`` of the bank's per-example buffers), for run_one and flush (see register_io_run)
+IO_RUNS: dict[Any, Any] = {single_run: single_run_io}
+
+
+def register_io_run(kernel: Any, io_kernel: Any) -> None:
+    """Let ``TreeBank.run_one`` call run kernel ``kernel`` through ``io_kernel``, its IO run
+    kernel (``learners._tree.single_run_io``'s signature, the same results). Interpreted twins
+    (a kernel module executed again in Python) register nothing."""
+    if hasattr(kernel, "py_func") and hasattr(io_kernel, "py_func"):
+        IO_RUNS[kernel] = io_kernel
+
+
+def io_run_of(kernel: Any) -> Any:
+    """The IO run kernel registered for run kernel ``kernel`` (``register_io_run``), or None."""
+    return IO_RUNS.get(kernel)
+
 
 # the arrays of a version-1 state, in its order (dense leaf blocks "cat", "catw", "nvals", "num")
 _V1_FIELDS = ("kind", "attr", "thr", "slot", "child", "sibling", "branch", "depth", "dist",
@@ -207,6 +227,10 @@ class TreeBank:
         self._hint_for: tuple | None = None
         self._hint_kernel: Any = None
         self._learns_only = False  # the last run_one learned without predicting (see run_one)
+        # run_one's compiled entry points: kernel -> (ipar, fstate, entry, io), io the RunIO the
+        # entry takes (an IO run kernel's, see IO_RUNS) or None (see jit.entry_point); cleared
+        # whenever a buffer a RunIO views is replaced
+        self._entries: dict[Any, tuple] = {}
         self._set(
             _alloc(
                 n_members,
@@ -239,8 +263,6 @@ class TreeBank:
         self._xn_pack = struct.Struct("=1d").pack_into  # writes a row of J floats into them
         self._xc_bytes = memoryview(self._xc1).cast("B")  # type: ignore[arg-type]
         self._xc_pack = struct.Struct("=1q").pack_into  # writes a row of A codes into them
-        # run_one's compiled entry points: kernel -> (ipar, fstate, entry) (see jit.entry_point)
-        self._entries: dict[Any, tuple] = {}
 
     def _set(self, T: TreeState) -> None:
         self.T = T
@@ -262,6 +284,11 @@ class TreeBank:
         (``predicted_from``)."""
         self._out1 = np.zeros((2, n_cls))
         self._out_now = self._out1[_NOW:]
+        # a call's pk/pv scratch (_tree.sparse_buffers; a call may need one class more than
+        # it predicts: a new label's)
+        self._pk1 = np.empty(n_cls + 1, np.int64)
+        self._pv1 = np.empty(2 * (n_cls + 1))
+        self._entries.clear()  # (their RunIOs view the old buffers)
         # row _NOW's numbers, read as a list by predict_one (cheaper than numpy's row and tolist)
         self._out_vals = memoryview(self._out1).cast("B").cast("d")[n_cls:]  # type: ignore[arg-type]
 
@@ -510,6 +537,7 @@ class TreeBank:
         if xn.shape[1] != len(num):  # (a learned row may have widened the schema)
             self.flush()  # (a deferred learn is in the old buffers)
             xn = self._xn1 = np.empty((2, len(num)))
+            self._entries.clear()  # (their RunIOs view the old buffers)
             self._xn_bytes = memoryview(xn).cast("B")  # type: ignore[arg-type]
             self._xn_pack = struct.Struct(f"={len(num)}d").pack_into
         # xn[_NOW] = num (floats and ints: the same doubles as numpy makes of them, cheaper)
@@ -521,6 +549,7 @@ class TreeBank:
             if xc.shape[1] != len(cat):
                 self.flush()
                 xc = self._xc1 = np.empty((2, len(cat)), np.int64)
+                self._entries.clear()
                 self._xc_bytes = memoryview(xc).cast("B")  # type: ignore[arg-type]
                 self._xc_pack = struct.Struct(f"={len(cat)}q").pack_into
             # xc[_NOW] = cat (codes are ints within int64: the same bits, cheaper than numpy's)
@@ -620,33 +649,51 @@ class TreeBank:
         one[3][_NOW] = n_cls
         if self._out1.shape[1] < n_cls:
             self._set_out(max(n_cls, 2 * self._out1.shape[1]))
-        out = self._out_now if start == _KEPT else self._out1
         interp = MODE.interpreted and interpreting()  # one mode for the whole call
         fill = False
+        io = None
         if interp:
             run = twin_of(kernel)
         else:  # the kernel's entry point for this bank's argument types, after its first call
             entry = self._entries.get(kernel)
             if entry is not None and entry[0] is ipar and entry[1] is fstate:
                 run = entry[2]
+                io = entry[3]
             else:
-                run, fill = kernel, True
+                run, fill = IO_RUNS.get(kernel), True
+                if run is None:
+                    run = kernel
+                else:
+                    io = self._make_io(ipar, fstate)
         if start != _KEPT:
             hinted = False
         B = self.B
         if interp or B is None:
             B = self.view(interp)
-        hint = self._hint1
-        while (start := run(B, ipar, fstate, xn, xc, self._y1, self._w1, self._seq1, start,
-                            do_predict, do_learn, out, self._ncls1, s.code_attr_array, need, hint,
-                            hinted)) < 2:  # fmt: skip
-            self.grow_nodes(need)
-            B = self.view(interp)  # grown arrays: a new struct
-            hinted = False  # (routed again: simpler than proving the route survives the growth)
-        if fill:  # every argument's type is fixed for this bank from now on
-            self._entries[kernel] = (ipar, fstate, entry_point(kernel, (
-                B, ipar, fstate, xn, xc, self._y1, self._w1, self._seq1, 0, do_predict, do_learn, out,
-                self._ncls1, s.code_attr_array, need, hint, hinted)))  # fmt: skip
+        code_attr = s.code_attr_array
+        if io is not None:  # (one struct of the buffers: see _tree.RunIOType)
+            cats = xc is not _NO_CATEGORIES
+            while (start := run(B, io, code_attr, start, do_predict, do_learn, need, hinted,
+                                cats)) < 2:  # fmt: skip
+                self.grow_nodes(need)
+                B = self.view(interp)  # grown arrays: a new struct
+                hinted = False  # (routed again: simpler than proving the route survives growth)
+            if fill:  # every argument's type is fixed for this bank from now on
+                self._entries[kernel] = (ipar, fstate, entry_point(run, (
+                    B, io, code_attr, 0, do_predict, do_learn, need, hinted, cats)), io)  # fmt: skip
+        else:
+            out = self._out_now if start == _KEPT else self._out1
+            hint = self._hint1
+            while (start := run(B, ipar, fstate, xn, xc, self._y1, self._w1, self._seq1, start,
+                                do_predict, do_learn, out, self._ncls1, code_attr, need, hint,
+                                hinted)) < 2:  # fmt: skip
+                self.grow_nodes(need)
+                B = self.view(interp)
+                hinted = False
+            if fill:
+                self._entries[kernel] = (ipar, fstate, entry_point(kernel, (
+                    B, ipar, fstate, xn, xc, self._y1, self._w1, self._seq1, 0, do_predict,
+                    do_learn, out, self._ncls1, code_attr, need, hint, hinted)), None)  # fmt: skip
         if do_learn and self._pgen_now[0] != self._pgen:  # (only learning grows the pools)
             self.sync()
         if not learn:  # row _NOW predicted, not learned: _hint1 holds its route in this state
@@ -671,6 +718,13 @@ class TreeBank:
             return s.proba_dict(out[_NOW], n_cls)
         return None
 
+    def _make_io(self, ipar: Any, fstate: Any) -> Any:
+        """A ``RunIO`` of this bank's per-example buffers, for an IO run kernel (see IO_RUNS;
+        held in ``_entries``, which is cleared when a buffer is replaced)."""
+        return make_run_io(ipar, fstate, self._xn1, self._xc1, _NO_CATEGORIES, self._y1,
+                           self._w1, self._seq1, self._out1, self._out_now, self._ncls1,
+                           self._hint1, self._pk1, self._pv1)  # fmt: skip
+
     def flush(self) -> None:
         """Run the learn that ``run_one(..., defer=True)`` kept, if any (its own kernel call)."""
         kept = self._pending
@@ -681,23 +735,35 @@ class TreeBank:
         kernel, ipar, fstate, need, xn, xc, hinted = kept
         self._one[1][_NOW] = 0.0  # row _NOW: nothing to do
         interp = MODE.interpreted and interpreting()
+        io = None
         if interp:
             run = twin_of(kernel)
         else:
             entry = self._entries.get(kernel)
-            run = (
-                entry[2]
-                if entry is not None and entry[0] is ipar and entry[1] is fstate
-                else kernel
-            )
+            if entry is not None and entry[0] is ipar and entry[1] is fstate:
+                run, io = entry[2], entry[3]
+            else:  # (the dispatcher: it types every call)
+                run = IO_RUNS.get(kernel)
+                if run is None:
+                    run = kernel
+                else:
+                    io = self._make_io(ipar, fstate)
         B = self.view(interp)
         start = _KEPT
-        while (start := run(B, ipar, fstate, xn, xc, self._y1, self._w1, self._seq1, start, False,
-                            True, self._out1, self._ncls1, self.schema.code_attr_array, need,
-                            self._hint1, hinted)) < 2:  # fmt: skip
-            self.grow_nodes(need)
-            B = self.view(interp)
-            hinted = False
+        code_attr = self.schema.code_attr_array
+        if io is not None:
+            cats = xc is not _NO_CATEGORIES
+            while (start := run(B, io, code_attr, start, False, True, need, hinted, cats)) < 2:
+                self.grow_nodes(need)
+                B = self.view(interp)
+                hinted = False
+        else:
+            while (start := run(B, ipar, fstate, xn, xc, self._y1, self._w1, self._seq1, start,
+                                False, True, self._out1, self._ncls1, code_attr, need,
+                                self._hint1, hinted)) < 2:  # fmt: skip
+                self.grow_nodes(need)
+                B = self.view(interp)
+                hinted = False
         if self._pgen_now[0] != self._pgen:
             self.sync()
 

@@ -46,17 +46,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import _tree
-from ._bank import TreeBank
+from ._bank import TreeBank, io_run_of, register_io_run
 from ._tree import (
     TreeParams,
     classes_after,
     classes_needed,
     has_room,
+    io_scratch,
     keep_alive,
     member_buffers,
     predicted_from,
     scatter,
     single_run,
+    single_run_io,
     sparse_buffers,
     tree_best,
     tree_learn,
@@ -100,6 +102,10 @@ __all__ = [
     "learner_limits",
     "scatter",
     "single_run",
+    "single_run_io",
+    "io_scratch",
+    "io_run_of",
+    "register_io_run",
     "sparse_buffers",
     "tree_best",
     "tree_learn",

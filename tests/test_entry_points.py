@@ -21,6 +21,7 @@ from numba import njit
 import ensembles
 import learners
 from learners import jit
+from learners.compiled import io_run_of, io_scratch
 from learners.jit import ENTRY_CHECKS, entry_point
 
 
@@ -61,9 +62,11 @@ def test_every_per_example_kernel_gets_its_entry_point(name) -> None:
         model.learn_one(x, i % 2)
     entries = _bank(model)._entries
     assert entries
-    for kernel, (_, _, run) in entries.items():
+    for kernel, (_, _, run, io) in entries.items():
         entry = run.__wrapped__  # (the checked wrapper's machine-code entry)
         assert entry is not kernel and type(entry).__name__ == "builtin_function_or_method"
+        # every model's run kernel has an IO run kernel: its calls unbox one struct of buffers
+        assert io_run_of(kernel) is not None and io is not None
 
 
 @njit(cache=False)
@@ -215,3 +218,32 @@ def test_a_label_of_two_classes_is_the_answer_dicts(row: list) -> None:
     args = (fake, np.zeros(1, np.int64), np.zeros((1, 1)), {"a": 1.0})
     label = bank.run_one(*args, label_only=True)
     assert label == argmax_label(bank.run_one(*args))
+
+
+def test_io_scratch_is_the_banks_own_until_a_call_needs_more_classes() -> None:
+    """A ``RunIO`` call's ``pk``/``pv`` are the bank's buffers (no allocation per call) when they
+    hold the classes the call needs, and new, longer ones when not (``io_scratch``)."""
+    model = MODELS["bag_ht"]()
+    for i in range(20):
+        x = {"a": float(i % 7)}
+        model.predict_one(x)
+        model.learn_one(x, i % 3)
+    model.predict_one({"a": 1.0})
+    bank = _bank(model)
+    ((_, _, _, io),) = bank._entries.values()
+    ncls = bank._ncls1
+    ncls[:] = 3
+    pk, pv = io_scratch(io, 1, False)
+    pk[0] = 12345
+    pv[0] = 0.5
+    assert bank._pk1[0] == 12345 and bank._pv1[0] == 0.5  # the same memory
+    assert len(pk) == len(bank._pk1) >= 3 and len(pv) == 2 * len(pk)
+    ncls[1] = len(bank._pk1) + 5  # more classes than the buffers hold
+    pk, pv = io_scratch(io, 1, False)
+    assert len(pk) == len(bank._pk1) + 5 and len(pv) == 2 * len(pk)
+    pk[0] = -7
+    assert bank._pk1[0] == 12345  # new buffers
+    ncls[1] = 2
+    bank._y1[1] = len(bank._pk1) + 1  # a learned label beyond them counts too (learning)
+    assert len(io_scratch(io, 1, True)[0]) == len(bank._pk1) + 2
+    assert len(io_scratch(io, 1, False)[0]) == len(bank._pk1)
