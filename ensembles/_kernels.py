@@ -16,6 +16,7 @@ from learners.compiled import (
     classes_after,
     classes_needed,
     has_room,
+    io_label,
     io_scratch,
     keep_alive,
     member_buffers,
@@ -319,6 +320,7 @@ def ensemble_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted,
                          io.out_now if start == 0 else io.out, io.n_cls, unowned(code_attr),
                          need, method, unowned(pk), unowned(pv), io.hint, hinted)  # fmt: skip
     keep_alive(pk, pv)
+    io_label(io, do_predict, done)
     return done
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from learners import NativeLearner
-from learners.compiled import io_run_of
+from learners.compiled import io_run_of, make_run_io
 from learners.jit import is_cached
 from learners.mlp import mlp_run
 
@@ -37,8 +37,9 @@ def run_kernels(ensemble: str) -> tuple:
         if ensemble == "bagging"
         else ()
     )
-    # the IO run kernels through which TreeBank.run_one calls them (the per-example calls)
-    io = tuple(k for k in map(io_run_of, (own, *adaptive)) if k is not None)
+    # the IO run kernels through which TreeBank.run_one calls them (the per-example calls), and
+    # the constructor of their buffers' struct
+    io = (*(k for k in map(io_run_of, (own, *adaptive)) if k is not None), make_run_io)
     return (own, *adaptive, *io, *parallel, mlp_run)
 
 

@@ -288,6 +288,8 @@ class TreeBank:
         # it predicts: a new label's)
         self._pk1 = np.empty(n_cls + 1, np.int64)
         self._pv1 = np.empty(2 * (n_cls + 1))
+        self._label1 = np.zeros(1, np.int64)  # an IO call's _tree.label_code of row _NOW
+        self._label = memoryview(self._label1)  # type: ignore[arg-type]
         self._entries.clear()  # (their RunIOs view the old buffers)
         # row _NOW's numbers, read as a list by predict_one (cheaper than numpy's row and tolist)
         self._out_vals = memoryview(self._out1).cast("B").cast("d")[n_cls:]  # type: ignore[arg-type]
@@ -704,6 +706,12 @@ class TreeBank:
         if do_predict:
             out = self._out1
             if label_only:  # argmax without building the dict (ties: first class, as argmax_label)
+                if io is not None:  # the kernel's label_code of the row
+                    k = self._label[0]
+                    if k >= 0:
+                        return s.classes[k]
+                    if k == -1:
+                        return None  # (-2, a value not finite: as below)
                 if n_cls == 2:  # (two classes, one larger: the max and its first index, read)
                     two = self._out_vals
                     if two[0] > two[1]:
@@ -723,7 +731,7 @@ class TreeBank:
         held in ``_entries``, which is cleared when a buffer is replaced)."""
         return make_run_io(ipar, fstate, self._xn1, self._xc1, _NO_CATEGORIES, self._y1,
                            self._w1, self._seq1, self._out1, self._out_now, self._ncls1,
-                           self._hint1, self._pk1, self._pv1)  # fmt: skip
+                           self._hint1, self._pk1, self._pv1, self._label1)  # fmt: skip
 
     def flush(self) -> None:
         """Run the learn that ``run_one(..., defer=True)`` kept, if any (its own kernel call)."""

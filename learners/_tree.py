@@ -1949,7 +1949,7 @@ def single_rows(B, xn, xc, ys, ws, start, do_predict, do_learn, out, n_cls, code
 
 # --------------------------------------------------------------------------- per-call buffers
 RUN_IO_FIELDS = ("ipar", "fstate", "xn", "xc", "no_cats", "ys", "ws", "seqs", "out", "out_now",
-                 "n_cls", "hint", "pk", "pv")  # fmt: skip
+                 "n_cls", "hint", "pk", "pv", "label")  # fmt: skip
 
 
 @structref.register
@@ -1972,16 +1972,19 @@ structref.define_proxy(RunIO, RunIOType, list(RUN_IO_FIELDS))
 
 
 @nb.njit(cache=True)
-def make_run_io(ipar, fstate, xn, xc, no_cats, ys, ws, seqs, out, out_now, n_cls, hint, pk, pv):
+def make_run_io(ipar, fstate, xn, xc, no_cats, ys, ws, seqs, out, out_now, n_cls, hint, pk, pv,
+                label):  # fmt: skip
     """A ``RunIO`` of ``unowned`` views of a run kernel's arguments (``single_run``'s, but
     ``out_now``: ``out``'s last row, the ``out`` of a call whose first row is a deferred learn;
     ``no_cats``: the ``xc`` of a row without categories) and of a call's scratch ``pk``/``pv``
-    (``sparse_buffers``, for calls needing at most ``len(pk)`` classes). The arrays must
+    (``sparse_buffers``, for calls needing at most ``len(pk)`` classes); ``label[0]`` receives
+    a predicting call's ``label_code`` of row 1 (``io_label``). The arrays must
     outlive it: the bank that makes it holds them, and drops it before replacing any.
     ``fstate`` may be a struct (adaptive ensembles; ``unowned`` gives it as it is): held."""
     return RunIO(unowned(ipar), unowned(fstate), unowned(xn), unowned(xc), unowned(no_cats),
                  unowned(ys), unowned(ws), unowned(seqs), unowned(out), unowned(out_now),
-                 unowned(n_cls), unowned(hint), unowned(pk), unowned(pv))  # fmt: skip
+                 unowned(n_cls), unowned(hint), unowned(pk), unowned(pv),
+                 unowned(label))  # fmt: skip
 
 
 @nb.njit(cache=True)
@@ -1995,16 +1998,44 @@ def io_scratch(io, start, do_learn):
 
 
 @nb.njit(cache=True)
+def label_code(row, n):
+    """The class ``predict_one`` answers from a predicted row's first ``n`` probabilities: the
+    first of the largest, as ``max`` then ``index`` of a list; -1 when all are 0 (no answer);
+    -2 when one is not finite (NaN, an infinity: the caller decides, from the answer's dict)."""
+    k = 0
+    some = False
+    for i in range(n):
+        v = row[i]
+        if not np.isfinite(v):
+            return -2
+        if v != 0.0:
+            some = True
+        if v > row[k]:
+            k = i
+    return k if some else -1
+
+
+@nb.njit(cache=True)
+def io_label(io, do_predict, done):
+    """After an IO run kernel's rows (``done`` the first row not processed): ``io.label[0] =
+    label_code`` of the predicted example (row 1 of ``io.out``) when the call predicted it."""
+    if do_predict and done == io.xn.shape[0]:
+        io.label[0] = label_code(io.out[1], io.n_cls[1])
+
+
+@nb.njit(cache=True)
 def single_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats):
     """``single_run`` over the buffers of ``io`` (a ``RunIO``): the IO run kernel of a
     standalone learner. Every IO run kernel has this signature: ``xc`` is ``io.xc`` when
     ``cats``, else ``io.no_cats``; ``out`` is ``io.out_now`` when ``start`` is 0 (the deferred
-    learn's row, not predicted), else ``io.out``; the rest as ``single_run``."""
+    learn's row, not predicted), else ``io.out``; the rest as ``single_run``. A call that
+    predicts row 1 also leaves its ``label_code`` in ``io.label[0]`` (``io_label``)."""
     pk, pv = io_scratch(io, start, do_learn)
     done = single_rows(B, io.xn, io.xc if cats else io.no_cats, io.ys, io.ws, start, do_predict,
                        do_learn, io.out_now if start == 0 else io.out, io.n_cls,
                        unowned(code_attr), need, unowned(pk), unowned(pv), io.hint, hinted)  # fmt: skip
     keep_alive(pk, pv)
+    io_label(io, do_predict, done)
     return done
 
 

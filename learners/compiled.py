@@ -22,6 +22,13 @@ that an ensemble runs all its members inside *one* compiled kernel (ARCHITECTURE
   caller's route hint (``[M, 4]``; ``TreeBank`` keeps one across its per-example calls, so that a
   deferred learn reuses its example's prediction: ``hinted``); :func:`member_buffers` and
   :func:`sparse_buffers` make a kernel's own scratch.
+- An *IO run kernel* is a run kernel over a ``RunIO`` (:func:`make_run_io`: one struct of the
+  bank's per-example buffers, so a call unboxes one object instead of eleven arrays):
+  :func:`single_run_io` is ``single_run``'s and documents the signature (``B, io, code_attr,
+  start, do_predict, do_learn, need, hinted, cats``); :func:`io_scratch` gives a call's
+  ``pk``/``pv``, :func:`io_label` leaves the predicted label's code for ``predict_one``.
+  :func:`register_io_run` tells ``TreeBank.run_one`` to call a run kernel through its IO run
+  kernel (:func:`io_run_of`); unregistered kernels are called as before.
 - ``STATE_FORMAT`` / ``STATE_VERSION`` / ``READABLE_VERSIONS`` version the ``to_state`` header;
   ``KERNEL_SOURCES`` are the files whose code compiled callers inline (their numba caches depend
   on them).
@@ -52,8 +59,10 @@ from ._tree import (
     classes_after,
     classes_needed,
     has_room,
+    io_label,
     io_scratch,
     keep_alive,
+    make_run_io,
     member_buffers,
     predicted_from,
     scatter,
@@ -104,6 +113,8 @@ __all__ = [
     "single_run",
     "single_run_io",
     "io_scratch",
+    "io_label",
+    "make_run_io",
     "io_run_of",
     "register_io_run",
     "sparse_buffers",

@@ -21,6 +21,7 @@ from numba import njit
 import ensembles
 import learners
 from learners import jit
+from learners._tree import label_code
 from learners.compiled import io_run_of, io_scratch
 from learners.jit import ENTRY_CHECKS, entry_point
 
@@ -247,3 +248,29 @@ def test_io_scratch_is_the_banks_own_until_a_call_needs_more_classes() -> None:
     bank._y1[1] = len(bank._pk1) + 1  # a learned label beyond them counts too (learning)
     assert len(io_scratch(io, 1, True)[0]) == len(bank._pk1) + 2
     assert len(io_scratch(io, 1, False)[0]) == len(bank._pk1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    vals=st.lists(
+        st.one_of(
+            st.sampled_from([0.0, -0.0, 0.25, 0.5, 1.0, math.nan, math.inf, -math.inf]),
+            st.floats(allow_nan=True, allow_infinity=True, width=64),
+        ),
+        max_size=8,
+    ),
+    extra=st.integers(0, 3),
+)
+def test_the_kernels_label_is_the_lists_argmax(vals, extra) -> None:
+    """``io_label``'s rule (``label_code``) over a predicted row, with zeros, negative zero,
+    ties, NaN and infinities: the first index of ``max`` of the first ``n`` values as a list,
+    -1 when none is nonzero (``predict_one`` answers None), -2 when one is not finite (Python
+    decides from the answer's dict). Values past ``n`` are not read."""
+    row = np.array(vals + [9.0] * extra)
+    if any(not math.isfinite(v) for v in vals):
+        want = -2
+    elif not any(vals):
+        want = -1
+    else:
+        want = vals.index(max(vals))
+    assert label_code(row, len(vals)) == want
