@@ -25,22 +25,23 @@ ENSEMBLES: dict[str, type[OnlineEnsemble]] = {
 
 def run_kernels(ensemble: str) -> tuple:
     """The compiled run kernels a model of ensemble kind ``ensemble`` (``build_model`` names) may
-    call: the kind's own, the adaptive one of its drift options, their IO run kernels
-    (``learners.compiled.register_io_run``), bagging's member-parallel ones, and the MLP
-    learner's (an MLP member runs its own kernel; the native learners share the ensemble's)."""
+    call: the kind's own and the adaptive one of its drift options (each as its IO run kernel,
+    ``learners.compiled.register_io_run``, through which the bank calls it), bagging's
+    member-parallel ones, and the MLP learner's (an MLP member runs its own kernel; the native
+    learners share the ensemble's)."""
     own = ENSEMBLES[ensemble]._kernel
     adaptive = {"bagging": (_adaptive.adaptive_run,),
                 "boosting": (_adaptive.boosting_adaptive_run,)}.get(ensemble, ())  # fmt: skip
+    # a run kernel with an IO run kernel runs through it (TreeBank.run_one and its batches): the
+    # IO run kernel is what compiles, with the constructor of its buffers' struct
+    runs = tuple(io_run_of(k) or k for k in (own, *adaptive))
     # bagging's member-parallel batches (CHORUS_THREADS > 1; app.warmup compiles them too)
     parallel = (
         (_kernels.bagging_members, _kernels.make_room, _kernels.bagging_votes)
         if ensemble == "bagging"
         else ()
     )
-    # the IO run kernels through which TreeBank.run_one calls them (the per-example calls), and
-    # the constructor of their buffers' struct
-    io = (*(k for k in map(io_run_of, (own, *adaptive)) if k is not None), make_run_io)
-    return (own, *adaptive, *io, *parallel, mlp_run)
+    return (*runs, make_run_io, *parallel, mlp_run)
 
 
 def kernels_cached(ensemble: str) -> bool:

@@ -58,6 +58,10 @@ _NARROW = tuple(name for name in STATE_FIELDS if name not in ("thr", "last", "mc
 _I32 = np.iinfo(np.int32)
 
 _NO_CATEGORIES = np.full((2, 1), -1, dtype=np.int64)  # _encode_one's xc without categories
+# a batch RunIO's scratch and label: none (see start_encoded)
+_NO_PK = np.empty(0, np.int64)
+_NO_PV = np.empty(0)
+_NO_LABEL = np.empty(0, np.int64)
 _FLOAT_INT = frozenset({float, int})  # a row's numbers that _encode_one packs as they are
 _NAN1 = (math.nan,)  # the row of a schema without numeric features
 # the rows of run_one's two-row buffers: a deferred learn (``defer``) and the current example
@@ -465,12 +469,23 @@ class TreeBank:
         interp = MODE.interpreted and interpreting()  # one mode for the whole call
         run = twin_of(kernel) if interp else kernel
         hint = np.full((self.M, 4), -1, np.int64)  # the batch's own (not the per-example one)
+        io_run = None if interp else IO_RUNS.get(kernel)
+        if io_run is not None:  # through the IO run kernel, as run_one: one compiled kernel per
+            # kind serves both (its run kernel is then never compiled). out serves as out_now
+            # (every row predicted), no scratch (each call makes its own), no label. Its views'
+            # arrays live as long as loop, whose closure holds them (the branch below names them)
+            io = make_run_io(ipar, fstate, xn, xc, xc, yc, w, seqs, out, out, n_cls, hint,
+                             _NO_PK, _NO_PV, _NO_LABEL)  # fmt: skip
 
         def loop() -> np.ndarray:
             start = 0
             while True:
-                start = run(self.view(interp), ipar, fstate, xn, xc, yc, w, seqs, start,
-                            do_predict, do_learn, out, n_cls, code_attr, need, hint, False)  # fmt: skip
+                if io_run is not None:
+                    start = io_run(self.view(interp), io, code_attr, start, do_predict, do_learn,
+                                   need, False, True)  # fmt: skip
+                else:
+                    start = run(self.view(interp), ipar, fstate, xn, xc, yc, w, seqs, start,
+                                do_predict, do_learn, out, n_cls, code_attr, need, hint, False)  # fmt: skip
                 if start >= R:
                     break
                 self.grow_nodes(need)

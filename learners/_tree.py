@@ -2018,8 +2018,9 @@ def label_code(row, n):
 @nb.njit(cache=True)
 def io_label(io, do_predict, done):
     """After an IO run kernel's rows (``done`` the first row not processed): ``io.label[0] =
-    label_code`` of the predicted example (row 1 of ``io.out``) when the call predicted it."""
-    if do_predict and done == io.xn.shape[0]:
+    label_code`` of the predicted example (row 1 of ``io.out``) when the call predicted it and
+    ``io.label`` has room (a batch's ``RunIO`` has none)."""
+    if do_predict and done == io.xn.shape[0] and io.label.shape[0] != 0:
         io.label[0] = label_code(io.out[1], io.n_cls[1])
 
 

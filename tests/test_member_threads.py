@@ -279,7 +279,6 @@ def test_a_thread_that_is_late_leaves_its_members_to_the_others(monkeypatch, slo
     taken by the thread already running: all the rows are done by the other, with the results
     of one thread."""
     import threading
-    import time
 
     data = list(mixed_stream(700, seed=13, new_class_at=350))
     one = OnlineBagging(HoeffdingTree(grace_period=25), n_models=6, seed=5)
@@ -288,14 +287,19 @@ def test_a_thread_that_is_late_leaves_its_members_to_the_others(monkeypatch, slo
     real = backends._kernels.bagging_members
     rows = {"caller": 0, "worker": 0}
 
+    other_done = threading.Semaphore(0)  # one release per call of the other thread
+
     def members(*args) -> None:
         who = "caller" if threading.get_ident() == caller else "worker"
-        if who == slow:
-            time.sleep(0.1)  # the other is done with every member by then
+        if who == slow:  # starts once the other's call of the same phase is done with every
+            # member (a sleep of 0.1 s was not always enough on a loaded machine)
+            assert other_done.acquire(timeout=60)
         progress = args[16]
         before = int(progress.sum())
         real(*args)
         rows[who] += int(progress.sum()) - before
+        if who != slow:
+            other_done.release()
 
     # (compiled first: a thread compiling the kernel would hold the other back for seconds)
     prequential(OnlineBagging(HoeffdingTree(), n_models=6, threads=2), data[:175], batch=175)

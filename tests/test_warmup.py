@@ -155,11 +155,13 @@ def test_readiness_waits_for_every_kernel_a_kind_may_run():
     """``kernels_cached`` (what start-up and ``/readyz`` check) covers the drift-adaptive, MLP
     and member-parallel kernels as well as the kind's own: a cache holding only the serial ones
     must not count as warm, or the first batch under CHORUS_THREADS > 1 compiles in the server."""
-    from ensembles._adaptive import adaptive_run, boosting_adaptive_run
-    from ensembles._kernels import bagging_members, bagging_votes, make_room
+    from ensembles._adaptive import adaptive_run_io, boosting_adaptive_run_io
+    from ensembles._kernels import bagging_members, bagging_run_io, bagging_votes, make_room
     from ensembles.spec import run_kernels
+    from learners.compiled import make_run_io
     from learners.mlp import mlp_run
 
     bagging = set(run_kernels("bagging"))
-    assert {adaptive_run, bagging_members, make_room, bagging_votes, mlp_run} <= bagging
-    assert {boosting_adaptive_run, mlp_run} <= set(run_kernels("boosting"))
+    assert {bagging_run_io, adaptive_run_io, make_run_io} <= bagging  # (what the bank calls)
+    assert {bagging_members, make_room, bagging_votes, mlp_run} <= bagging
+    assert {boosting_adaptive_run_io, mlp_run} <= set(run_kernels("boosting"))
