@@ -67,14 +67,15 @@ _NAN1 = (math.nan,)  # the row of a schema without numeric features
 # the rows of run_one's two-row buffers: a deferred learn (``defer``) and the current example
 _KEPT, _NOW = 0, 1
 # run kernel -> its IO run kernel (``_tree.single_run_io``'s signature: the kernel over a
-# ``RunIO`` of the bank's per-example buffers), for run_one and flush (see register_io_run)
+# ``RunIO`` of the call's buffers), for run_one, flush and start_encoded (see register_io_run)
 IO_RUNS: dict[Any, Any] = {single_run: single_run_io}
 
 
 def register_io_run(kernel: Any, io_kernel: Any) -> None:
-    """Let ``TreeBank.run_one`` call run kernel ``kernel`` through ``io_kernel``, its IO run
-    kernel (``learners._tree.single_run_io``'s signature, the same results). Interpreted twins
-    (a kernel module executed again in Python) register nothing."""
+    """Let ``TreeBank`` call run kernel ``kernel`` through ``io_kernel``, its IO run kernel
+    (``learners._tree.single_run_io``'s signature, the same results): per example (``run_one``,
+    ``flush``) and in batches (``start_encoded``). Interpreted twins (a kernel module executed
+    again in Python) register nothing."""
     if hasattr(kernel, "py_func") and hasattr(io_kernel, "py_func"):
         IO_RUNS[kernel] = io_kernel
 

@@ -27,8 +27,8 @@ that an ensemble runs all its members inside *one* compiled kernel (ARCHITECTURE
   :func:`single_run_io` is ``single_run``'s and documents the signature (``B, io, code_attr,
   start, do_predict, do_learn, need, hinted, cats``); :func:`io_scratch` gives a call's
   ``pk``/``pv``, :func:`io_label` leaves the predicted label's code for ``predict_one``.
-  :func:`register_io_run` tells ``TreeBank.run_one`` to call a run kernel through its IO run
-  kernel (:func:`io_run_of`); unregistered kernels are called as before.
+  :func:`register_io_run` tells ``TreeBank`` to call a run kernel through its IO run kernel
+  (:func:`io_run_of`), per example and in batches; unregistered kernels are called as before.
 - ``STATE_FORMAT`` / ``STATE_VERSION`` / ``READABLE_VERSIONS`` version the ``to_state`` header;
   ``KERNEL_SOURCES`` are the files whose code compiled callers inline (their numba caches depend
   on them).
