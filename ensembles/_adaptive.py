@@ -52,6 +52,7 @@ from learners.compiled import (
     classes_needed,
     has_room,
     io_label,
+    io_rows,
     io_scratch,
     keep_alive,
     predicted_from,
@@ -525,10 +526,10 @@ def adaptive_rows_io(B, io, code_attr, start, do_predict, do_learn, need, hinted
     """``adaptive_rows`` over a ``RunIO`` (``io.fstate`` the ``AdaptiveStruct``'s struct;
     ``learners.compiled.single_run_io`` says what ``io`` and ``cats`` give)."""
     pk, pv = io_scratch(io, start, do_learn)
-    done = adaptive_loop(B, io.ipar, io.fstate, io.xn, io.xc if cats else io.no_cats, io.ys,
-                         io.ws, io.seqs, start, do_predict, do_learn,
-                         io.out_now if start == 0 else io.out, io.n_cls, unowned(code_attr),
-                         need, method, unowned(pk), unowned(pv), io.hint, hinted)  # fmt: skip
+    xc, out = io_rows(io, start, cats)
+    done = adaptive_loop(B, io.ipar, io.fstate, io.xn, xc, io.ys, io.ws, io.seqs, start, do_predict,
+                         do_learn, out, io.n_cls, unowned(code_attr), need, method, unowned(pk),
+                         unowned(pv), io.hint, hinted)  # fmt: skip
     keep_alive(pk, pv)
     io_label(io, do_predict, done)
     return done

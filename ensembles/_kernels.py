@@ -17,6 +17,7 @@ from learners.compiled import (
     classes_needed,
     has_room,
     io_label,
+    io_rows,
     io_scratch,
     keep_alive,
     member_buffers,
@@ -315,10 +316,10 @@ def ensemble_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted,
     """``ensemble_run`` over a ``RunIO`` (``learners.compiled.single_run_io``, which says what
     ``io`` and ``cats`` give; ``TreeBank.run_one``); one specialisation per ``method``."""
     pk, pv = io_scratch(io, start, do_learn)
-    done = ensemble_rows(B, io.ipar, io.fstate, io.xn, io.xc if cats else io.no_cats, io.ys,
-                         io.ws, io.seqs, start, do_predict, do_learn,
-                         io.out_now if start == 0 else io.out, io.n_cls, unowned(code_attr),
-                         need, method, unowned(pk), unowned(pv), io.hint, hinted)  # fmt: skip
+    xc, out = io_rows(io, start, cats)
+    done = ensemble_rows(B, io.ipar, io.fstate, io.xn, xc, io.ys, io.ws, io.seqs, start, do_predict,
+                         do_learn, out, io.n_cls, unowned(code_attr), need, method, unowned(pk),
+                         unowned(pv), io.hint, hinted)  # fmt: skip
     keep_alive(pk, pv)
     io_label(io, do_predict, done)
     return done

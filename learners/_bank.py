@@ -678,11 +678,7 @@ class TreeBank:
                 run = entry[2]
                 io = entry[3]
             else:
-                run, fill = IO_RUNS.get(kernel), True
-                if run is None:
-                    run = kernel
-                else:
-                    io = self._make_io(ipar, fstate)
+                (run, io), fill = self._first_run(kernel, ipar, fstate), True
         if start != _KEPT:
             hinted = False
         B = self.B
@@ -742,12 +738,18 @@ class TreeBank:
             return s.proba_dict(out[_NOW], n_cls)
         return None
 
-    def _make_io(self, ipar: Any, fstate: Any) -> Any:
-        """A ``RunIO`` of this bank's per-example buffers, for an IO run kernel (see IO_RUNS;
-        held in ``_entries``, which is cleared when a buffer is replaced)."""
-        return make_run_io(ipar, fstate, self._xn1, self._xc1, _NO_CATEGORIES, self._y1,
-                           self._w1, self._seq1, self._out1, self._out_now, self._ncls1,
-                           self._hint1, self._pk1, self._pv1, self._label1)  # fmt: skip
+    def _first_run(self, kernel: Any, ipar: Any, fstate: Any) -> tuple[Any, Any]:
+        """What a per-example call of run kernel ``kernel`` calls before it has an entry point
+        (``run_one``, ``flush``): ``(dispatcher, io)``, the dispatcher of its IO run kernel
+        (see IO_RUNS) with a new ``RunIO`` of this bank's per-example buffers (``run_one``
+        keeps it in ``_entries``, cleared whenever a buffer is replaced), or ``(kernel,
+        None)`` for a kernel without one."""
+        io_run = IO_RUNS.get(kernel)
+        if io_run is None:
+            return kernel, None
+        return io_run, make_run_io(ipar, fstate, self._xn1, self._xc1, _NO_CATEGORIES, self._y1,
+                                   self._w1, self._seq1, self._out1, self._out_now, self._ncls1,
+                                   self._hint1, self._pk1, self._pv1, self._label1)  # fmt: skip
 
     def flush(self) -> None:
         """Run the learn that ``run_one(..., defer=True)`` kept, if any (its own kernel call)."""
@@ -766,12 +768,8 @@ class TreeBank:
             entry = self._entries.get(kernel)
             if entry is not None and entry[0] is ipar and entry[1] is fstate:
                 run, io = entry[2], entry[3]
-            else:  # (the dispatcher: it types every call)
-                run = IO_RUNS.get(kernel)
-                if run is None:
-                    run = kernel
-                else:
-                    io = self._make_io(ipar, fstate)
+            else:
+                run, io = self._first_run(kernel, ipar, fstate)
         B = self.view(interp)
         start = _KEPT
         code_attr = self.schema.code_attr_array

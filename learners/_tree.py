@@ -1998,6 +1998,14 @@ def io_scratch(io, start, do_learn):
 
 
 @nb.njit(cache=True)
+def io_rows(io, start, cats):
+    """The ``xc`` and ``out`` of a ``RunIO`` call from row ``start`` (what every IO run kernel
+    passes on): ``io.xc`` when ``cats``, else ``io.no_cats``; ``io.out_now`` when ``start`` is 0
+    (row 0, a deferred learn, is learned and not predicted), else ``io.out``."""
+    return (io.xc if cats else io.no_cats), (io.out_now if start == 0 else io.out)
+
+
+@nb.njit(cache=True)
 def label_code(row, n):
     """The class ``predict_one`` answers from a predicted row's first ``n`` probabilities: the
     first of the largest, as ``max`` then ``index`` of a list; -1 when all are 0 (no answer);
@@ -2032,8 +2040,8 @@ def single_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, c
     learn's row, not predicted), else ``io.out``; the rest as ``single_run``. A call that
     predicts row 1 also leaves its ``label_code`` in ``io.label[0]`` (``io_label``)."""
     pk, pv = io_scratch(io, start, do_learn)
-    done = single_rows(B, io.xn, io.xc if cats else io.no_cats, io.ys, io.ws, start, do_predict,
-                       do_learn, io.out_now if start == 0 else io.out, io.n_cls,
+    xc, out = io_rows(io, start, cats)
+    done = single_rows(B, io.xn, xc, io.ys, io.ws, start, do_predict, do_learn, out, io.n_cls,
                        unowned(code_attr), need, unowned(pk), unowned(pv), io.hint, hinted)  # fmt: skip
     keep_alive(pk, pv)
     io_label(io, do_predict, done)

@@ -26,7 +26,7 @@ that an ensemble runs all its members inside *one* compiled kernel (ARCHITECTURE
   bank's per-example buffers, so a call unboxes one object instead of eleven arrays):
   :func:`single_run_io` is ``single_run``'s and documents the signature (``B, io, code_attr,
   start, do_predict, do_learn, need, hinted, cats``); :func:`io_scratch` gives a call's
-  ``pk``/``pv``, :func:`io_label` leaves the predicted label's code for ``predict_one``.
+  ``pk``/``pv``, :func:`io_rows` its ``xc`` and ``out``, :func:`io_label` leaves the predicted label's code for ``predict_one``.
   :func:`register_io_run` tells ``TreeBank`` to call a run kernel through its IO run kernel
   (:func:`io_run_of`), per example and in batches; unregistered kernels are called as before.
 - ``STATE_FORMAT`` / ``STATE_VERSION`` / ``READABLE_VERSIONS`` version the ``to_state`` header;
@@ -60,6 +60,7 @@ from ._tree import (
     classes_needed,
     has_room,
     io_label,
+    io_rows,
     io_scratch,
     keep_alive,
     make_run_io,
@@ -114,6 +115,7 @@ __all__ = [
     "single_run_io",
     "io_scratch",
     "io_label",
+    "io_rows",
     "make_run_io",
     "io_run_of",
     "register_io_run",
