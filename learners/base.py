@@ -139,8 +139,22 @@ def rows_of(X: Any, frames: bool = False) -> tuple[Any, Any]:
     """The rows of a batch as dicts, and the pandas index when ``X`` is a DataFrame (else
     ``None``). NaN cells of a DataFrame are missing values, as absent keys are. With
     ``frames``, a DataFrame's rows come as ``FrameRows`` (for learners whose ``_run`` encodes
-    through ``Schema.encode_rows``, which reads the columns)."""
+    through ``Schema.encode_rows``, which reads the columns). A DataFrame whose column names
+    are not unique is refused (``FeatureTypeError`` naming the first repeated one): its rows
+    as dicts would keep one of the columns and drop the others unseen."""
     if hasattr(X, "columns") and hasattr(X, "to_dict"):
+        names = list(X.columns)
+        if len(set(names)) != len(names):
+            seen: set = set()
+            for name in names:
+                if name in seen:
+                    break
+                seen.add(name)
+            raise FeatureTypeError(
+                str(name),
+                f"a DataFrame's column names must be unique; {names.count(name)} "
+                "columns have this one",
+            )
         return (FrameRows(X) if frames else X.to_dict(orient="records")), X.index
     # (a dict is iterable, but its keys are not rows)
     if isinstance(X, dict | str | bytes) or not hasattr(X, "__iter__"):

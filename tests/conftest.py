@@ -19,8 +19,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from app.testing import RedisServer, free_port
+
+# hypothesis: CI (.ci/run passes --hypothesis-profile=ci) draws the same examples on every run, so a
+# red CI is the code's doing and reproduces; any other run draws new ones (``--hypothesis-seed=N``
+# repeats one: the seeds of a failure are printed)
+settings.register_profile("ci", derandomize=True, print_blob=True)
 
 __all__ = ["RedisServer", "free_port"]  # test modules import them from here too
 

@@ -360,7 +360,9 @@ def test_the_column_path_takes_plain_batches() -> None:
 def test_a_dataframe_learns_as_its_rows(data, kind) -> None:
     """A DataFrame's batch (``FrameRows``: read by columns when it can) gives what its rows as
     dicts give: the probabilities, and the model after (NaN and None cells, int, bool, str
-    and mixed columns, duplicate and non-string column names)."""
+    and mixed columns, non-string column names). A frame whose column names repeat is
+    refused, naming the name, and the model is left as it was: its rows as dicts would keep
+    one of those columns."""
     import pandas as pd
 
     from ensembles import OnlineBagging
@@ -392,6 +394,12 @@ def test_a_dataframe_learns_as_its_rows(data, kind) -> None:
         y = pd.Series(data.draw(st.lists(st.sampled_from(["p", "q", "r"]), min_size=R,
                                          max_size=R)), index=frame.index)  # fmt: skip
         rows = frame.to_dict(orient="records")
+        if len(set(names)) < len(names):
+            with pytest.raises(FeatureTypeError) as refused:
+                a.predict_learn_many(frame, y)
+            first = next(n for i, n in enumerate(names) if n in names[:i])
+            assert refused.value.feature == str(first)
+            continue
         try:
             got = a.predict_learn_many(frame, y)
         except Exception as exc:  # noqa: BLE001 - the same error is expected

@@ -225,3 +225,32 @@ def test_an_untrained_model_refuses_rows_that_are_not_dicts(name) -> None:
     with pytest.raises(FeatureTypeError) as info:
         model.predict_proba_many([{"x": 1.0}, [1.0, 2.0]])
     assert info.value.row == 1
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize(
+    "call", ["learn_many", "predict_learn_many", "predict_proba_many", "predict_many",
+             "learn_batches", "predict_learn_batches"],
+)  # fmt: skip
+def test_a_dataframe_with_a_repeated_column_name_is_refused(name, call) -> None:
+    """Its rows as dicts (``to_dict``) keep one of the columns of that name and drop the others
+    without a word: every batch call refuses it instead, naming the column, and learns nothing
+    of it."""
+    pd = pytest.importorskip("pandas")
+    model = MODELS[name]()
+    X = [{"x": float(i % 3), "c": f"v{i % 2}"} for i in range(6)]
+    y = ["pq"[i % 2] for i in range(6)]
+    model.learn_many(X, y)
+    before = model.predict_proba_many(X)
+    frame = pd.DataFrame([[r["x"], r["c"], r["x"] + 1.0] for r in X], columns=["x", "c", "x"])
+    with pytest.raises(FeatureTypeError, match="column names must be unique") as info:
+        if call in ("learn_batches", "predict_learn_batches"):
+            list(getattr(model, call)([(frame, y)]) or [])
+        elif call.startswith("predict_") and "learn" not in call:
+            getattr(model, call)(frame)
+        else:
+            getattr(model, call)(frame, y)
+    assert info.value.feature == "x"
+    assert model.predict_proba_many(X) == before  # nothing learned
+    frame.columns = ["x", "c", "x2"]  # (named apart, it is an ordinary batch)
+    model.learn_many(frame, y)
