@@ -28,7 +28,9 @@ Their critical path is ``PipelinePath``'s: per block, the longest of the calling
 between two starts, the members' side (the stream thread's CPU outside the members plus each
 phase's makespan, as above, plus a hand-off each way) and that step's CPU over the thread count
 (three threads share two cores), plus what is serial (the first block's encoding, starting each
-block, the last block's answers). A third table splits it.
+block, the last block's answers). A third table splits it. A stream pipelines only with a core
+to spare beside its member threads (``CompiledBackend.pipelines``: 2 threads need 3 cores);
+otherwise it runs the batch calls in order, and its critical path is theirs (``CriticalPath``).
 
 Every model first runs an untimed warm-up on a throwaway copy at the same thread count (the
 parallel kernels compile or load from numba's cache there). The thread counts are then run in
@@ -114,6 +116,7 @@ def timed_loop(model: Any, xs: list, ys: list, batch: int, call: str) -> tuple[f
 
 
 STREAM_CALLS = ("predict_learn_batches", "learn_batches")
+BATCH_CALL = {"predict_learn_batches": "predict_learn_many", "learn_batches": "learn_many"}
 
 
 def run_calls(model: Any, xs: list, ys: list, batch: int, call: str) -> None:
@@ -323,12 +326,17 @@ class PipelinePath(CriticalPath):
                 "members_s": self.members()}  # fmt: skip
 
 
-def pipeline_path(model: Any, xs: list, ys: list, batch: int, call: str, handoff: float) -> dict:
-    """``PipelinePath``'s critical path of the stream call and its parts."""
+def pipeline_path(model: Any, xs: list, ys: list, batch: int, call: str,
+                  handoff: float) -> dict | None:  # fmt: skip
+    """``PipelinePath``'s critical path of the stream call and its parts, or ``None`` when the
+    stream pipelined no batch: a stream overlaps batches only with a core to spare beside the
+    member threads (``CompiledBackend.pipelines``), else it runs the batch calls in order."""
     with PipelinePath(model.threads, handoff) as cp:
         c0 = time.thread_time()
         run_calls(model, xs, ys, batch, call)
         c1 = time.thread_time()
+    if not cp.starts:
+        return None
     out = cp.pipeline_seconds(c0, c1)
     out["static_cpu_s"] = out["critical_cpu_s"]
     out["encode_s"], out["answers_s"] = cp.python["encode"], cp.python["answers"]
@@ -383,10 +391,15 @@ def curve(args: argparse.Namespace) -> dict[str, list[dict]]:
                     load = os.getloadavg()[0]
                     wall, cpu = timed_loop(factory(key, t), xs, ys, args.batch_size, call)
                     path = {"critical_cpu_s": cpu, "static_cpu_s": cpu}
-                    if t > 1:
-                        measure = pipeline_path if call in STREAM_CALLS else critical_path
-                        path = measure(factory(key, t), xs, ys, args.batch_size, call,
-                                       args.handoff)  # fmt: skip
+                    piped = None
+                    if t > 1 and call in STREAM_CALLS:
+                        piped = pipeline_path(factory(key, t), xs, ys, args.batch_size, call,
+                                              args.handoff)  # fmt: skip
+                    if piped is not None:
+                        path = piped
+                    elif t > 1:  # (a stream that did not pipeline ran these batch calls)
+                        path = critical_path(factory(key, t), xs, ys, args.batch_size,
+                                             BATCH_CALL.get(call, call), args.handoff)  # fmt: skip
                     crit = path["critical_cpu_s"]
                     rs.append({"threads": t, "round": rnd, "load": load, "wall_s": wall,
                                "cpu_s": cpu, **path, "rate": len(xs) / wall})  # fmt: skip

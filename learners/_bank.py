@@ -529,16 +529,16 @@ class TreeBank:
                     # check; a str subclass is looked up as the loop looks it up) and known
                     # (__getitem__: KeyError otherwise)
                     "".join(cats)
-                    codes = list(map(dict.__getitem__, readers[3], cats))
+                    codes = map(dict.__getitem__, readers[3], cats)  # (read by the pack below)
                     ok = len(self._xc_bytes) == 16 * A
                 if ok and len(self._xn_bytes) == 16 * J:
                     self._last = None
-                    self._xn_pack(self._xn_bytes, 8 * J, *(nums or _NAN1))  # ([nan]: none)
                     if codes is None:
                         xc = _NO_CATEGORIES
-                    else:
+                    else:  # (the codes are all looked up before the pack writes any of them)
                         xc = self._xc1
                         self._xc_pack(self._xc_bytes, 8 * A, *codes)
+                    self._xn_pack(self._xn_bytes, 8 * J, *(nums or _NAN1))  # ([nan]: none)
                     if not grow:
                         self._last = (x, dict(x), J, A, self._xn1, xc)
                     return self._xn1, xc

@@ -39,8 +39,11 @@ MODELS = {
 }
 
 NUMERIC = ("a", "b")
-CATEGORICAL = ("k",)
-SEED_ROWS = [({"a": 0.5 * i, "b": i % 3, "k": "uvw"[i % 3]}, "pq"[i % 2]) for i in range(12)]
+# two categorical features over the same texts, seen in another order: each text has a code per
+# feature, so a row read with the other feature's codes would be told apart
+CATEGORICAL = ("k", "m")
+SEED_ROWS = [({"a": 0.5 * i, "b": i % 3, "k": "uvw"[i % 3], "m": "wuv"[i % 3]}, "pq"[i % 2])
+             for i in range(12)]  # fmt: skip
 
 
 def _schema(model: Any) -> Any:
@@ -163,7 +166,9 @@ def _loop_calls(model: Any, xs: list[dict], learn: bool) -> int:
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_usual_rows_are_read_by_name(name: str) -> None:
     fast, _ = _pair(name)
-    usual = [{"b": i, "k": "vw"[i % 2], "a": i / 7} for i in range(20)]  # any key order
+    usual = [
+        {"b": i, "m": "uv"[i % 2], "k": "vw"[i % 2], "a": i / 7} for i in range(20)
+    ]  # any key order
     assert _loop_calls(fast, usual, learn=True) == 0
     numbers_only = learners.NaiveBayes()
     numbers_only.learn_one({"a": 1.0, "b": 2}, "p")
@@ -176,17 +181,17 @@ def test_usual_rows_are_read_by_name(name: str) -> None:
 @pytest.mark.parametrize(
     "x",
     [
-        {"a": float("nan"), "b": 1, "k": "u"},  # missing
-        {"a": float("inf"), "b": 1, "k": "u"},  # refused
-        {"a": 1e308, "b": 1e308, "k": "u"},  # finite, with an infinite sum
-        {"a": 2**1024, "b": 1, "k": "u"},  # beyond a float
-        {"a": True, "b": 1, "k": "u"},
-        {"a": np.float64(1.5), "b": 1, "k": "u"},
-        {"a": Fraction(1, 2), "b": 1.0, "k": "u"},
-        {"a": 1.0, "b": 1, "k": "new"},
-        {"a": 1.0, "b": 1, "k": 3},
-        {"a": 1.0, "k": "u"},
-        {"a": 1.0, "b": 1, "c": 2.0},
+        {"a": float("nan"), "b": 1, "k": "u", "m": "w"},  # missing
+        {"a": float("inf"), "b": 1, "k": "u", "m": "w"},  # refused
+        {"a": 1e308, "b": 1e308, "k": "u", "m": "w"},  # finite, with an infinite sum
+        {"a": 2**1024, "b": 1, "k": "u", "m": "w"},  # beyond a float
+        {"a": True, "b": 1, "k": "u", "m": "w"},
+        {"a": np.float64(1.5), "b": 1, "k": "u", "m": "w"},
+        {"a": Fraction(1, 2), "b": 1.0, "k": "u", "m": "w"},
+        {"a": 1.0, "b": 1, "k": "new", "m": "w"},
+        {"a": 1.0, "b": 1, "k": 3, "m": "w"},
+        {"a": 1.0, "k": "u", "m": "w"},
+        {"a": 1.0, "b": 1, "c": 2.0, "m": "w"},
     ],
 )
 def test_unusual_rows_take_the_loop(x: dict) -> None:
