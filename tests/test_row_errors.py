@@ -254,3 +254,18 @@ def test_a_dataframe_with_a_repeated_column_name_is_refused(name, call) -> None:
     assert model.predict_proba_many(X) == before  # nothing learned
     frame.columns = ["x", "c", "x2"]  # (named apart, it is an ordinary batch)
     model.learn_many(frame, y)
+
+
+@pytest.mark.parametrize("name", ["nb", "ht", "bag_ht", "boost_nb", "bag_adwin", "mlp", "exact"])
+def test_a_boolean_weight_is_the_number_it_is(name) -> None:
+    """The engine takes Python's ``True`` / ``False`` as 1 and 0 (as river does; HTTP refuses
+    them): the same answers as weights 1.0 and 0.0, per example and in a batch."""
+    X = [{"x": float(i % 3), "c": f"v{i % 2}"} for i in range(8)]
+    y = ["pq"[i % 2] for i in range(8)]
+    flags = [True, False, True, True, False, True, False, True]
+    a, b, c = MODELS[name](), MODELS[name](), MODELS[name]()
+    for x, yy, f in zip(X, y, flags, strict=True):
+        a.learn_one(x, yy, w=f)
+        b.learn_one(x, yy, w=float(f))
+    c.learn_many(X, y, flags)
+    assert a.predict_proba_many(X) == b.predict_proba_many(X) == c.predict_proba_many(X)
