@@ -5,7 +5,11 @@ a refused example leaving no trace), and everything that reads the model first r
 learn. So a model must answer and hold exactly what a model that learns at once holds, whatever
 the calls, in whatever order: hypothesis drives random interleavings of predictions, learns
 (refused ones, new classes and features, ``w = 0`` and extreme weights) and every reader of the
-model against a twin whose ``learn_one`` runs at once (``_defer_learns = False``).
+model against a twin whose ``learn_one`` runs at once (``_defer_learns = False``), and the same
+calls as one-row batches on a third model: the batch path shares neither the kept encoding nor
+the kept learn, so a fault in what both per-example models share (the check that a dict is
+unchanged since its prediction, a label equal to a class of another type, the byte limit's
+cheap test) shows there.
 """
 
 from __future__ import annotations
@@ -144,8 +148,35 @@ def _river_block(n: int, seed: int) -> list:
     return ops
 
 
-def _run(name: str, ops: list) -> None:
-    lazy, eager = MODELS[name](), MODELS[name]()
+def _batch_call(model: Any, op: tuple, x: dict) -> Any:
+    """The call of ``op`` as a batch of one row, with a copy of ``x``: another code path than
+    the per-example calls' (``Schema.encode_rows``, no kept encoding or learn)."""
+    x = dict(x)
+    kind = op[0]
+    if kind in ("predict", "predict_last"):
+        return model.predict_many([x])[0]
+    if kind == "proba":
+        return model.predict_proba_many([x])[0]
+    y, w = op[-2], op[-1]
+    if kind in ("learn", "learn_last"):
+        return model.learn_many([x], [y], [w])
+    return model.predict_learn_many([x], [y], [w])[0]
+
+
+def _agree(a: Any, b: Any) -> bool:
+    """Per-example against batch outcomes: the same values, or errors of the same type (a
+    batch's message may name the row)."""
+    if a[0] == "error" or b[0] == "error":
+        return a[0] == b[0] and a[1] == b[1]
+    return _same(a[1], b[1]) or (a[1] is None and b[1] is None)
+
+
+def _run(name: str, ops: list, make: Any = None) -> None:
+    """``ops`` on a model whose ``learn_one`` defers and on one that learns at once (the same
+    answers, errors and state), and as batches of one row on a third model: the per-example
+    path is checked against code that shares neither its kept encoding nor its kept learn."""
+    make = make or MODELS[name]
+    lazy, eager, batch = make(), make(), make()
     eager._defer_learns = False  # learns at once: the reference
     last: dict = {}
     for op in ops:
@@ -153,9 +184,16 @@ def _run(name: str, ops: list) -> None:
         if kind == "mutate_last":
             last["a"] = op[1]
             continue
+        if kind == "set_last":  # any key, any value (added when new)
+            last[op[1]] = op[2]
+            continue
+        if kind == "drop_last":
+            last.pop(op[1], None)
+            continue
         if kind == "read":
             a, b = _outcome(READERS[op[1]], lazy), _outcome(READERS[op[1]], eager)
             assert _same(a, b), (op, a, b)
+            _outcome(READERS[op[1]], batch)
             continue
         if kind in ("predict", "proba", "learn", "predict_learn"):
             last = dict(op[1])
@@ -171,7 +209,10 @@ def _run(name: str, ops: list) -> None:
             calls = [(m.predict_learn_one, (last, op[2]), {"w": op[3]}) for m in (lazy, eager)]
         a, b = (_outcome(fn, *args, **kw) for fn, args, kw in calls)
         assert _same(a, b), (op, a, b)
+        c = _outcome(_batch_call, batch, op, last)
+        assert _agree(a, c), (op, a, c)
     assert _same(_state(lazy), _state(eager))
+    assert _same(_state(lazy), _state(batch))
     probe = [{"a": 0.3, "b": "u"}, {"a": -1.0, "b": "w", "c": 2}]
     a, b = (_outcome(m.predict_proba_many, probe) for m in (lazy, eager))
     assert _same(a, b), (a, b)
@@ -191,6 +232,81 @@ def test_every_reader_sees_the_kept_learn(name, reader) -> None:
     """Each reader, right after a ``learn_one`` whose kernel call is kept, on a trained model."""
     _run(name, [*_river_block(60, 1), ("learn", {"a": 9.0, "b": "x"}, "q", 3.0),
                 ("read", reader), *_river_block(5, 2)])  # fmt: skip
+
+
+# river's loop with what ``TreeBank.learn_one``'s shortcut must notice between ``predict_one(x)``
+# and ``learn_one(x, y)`` (a changed dict, a label of another type, a schema grown by another
+# call, a learn already kept or just made): each must give what learning at once gives
+_X = {"a": 0.5, "b": "u"}
+BETWEEN = {
+    "a_value_changed": [("predict", _X), ("mutate_last", 4.0), ("learn_last", "p", 1.0)],
+    "a_category_changed": [("predict", _X), ("set_last", "b", "w"), ("learn_last", "q", 1.0)],
+    "a_new_category": [("predict", _X), ("set_last", "b", "new"), ("learn_last", "q", 1.0)],
+    "a_key_added": [("predict", _X), ("set_last", "c", 2.0), ("learn_last", "p", 1.0)],
+    "a_key_dropped": [("predict", _X), ("drop_last", "b"), ("learn_last", "p", 1.0)],
+    "a_new_class": [("predict", _X), ("learn_last", "r", 1.0)],
+    "an_int_weight": [("predict", _X), ("learn_last", "p", 3)],
+    "a_zero_weight_then_one": [("predict", _X), ("learn_last", "p", 0.0), ("learn_last", "q", 1.0)],
+    "learned_twice": [("predict", _X), ("learn_last", "p", 1.0), ("learn_last", "q", 2.0)],
+    "a_batch_between": [("predict", _X), ("read", "learn_many"), ("learn_last", "q", 1.0)],
+    "features_declared_between": [("predict", _X), ("read", "declare"), ("learn_last", "p", 1.0)],
+    "a_read_between": [("predict", _X), ("read", "n_seen"), ("learn_last", "p", 1.0)],
+    "predicted_twice": [("predict", _X), ("predict_last",), ("learn_last", "q", 1.0)],
+    "a_probability_then_a_learn": [("proba", _X), ("learn_last", "p", 1.0)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("case", sorted(BETWEEN))
+def test_what_happens_between_the_prediction_and_the_learn(name, case) -> None:
+    _run(name, [*_river_block(30, 2), *BETWEEN[case], *_river_block(5, 3)])
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("label", [True, 1.0, np.int64(1), "1", 1])
+def test_a_label_equal_to_a_class_of_another_type(name, label) -> None:
+    """A model of int classes: ``True``, ``1.0``, a numpy int or ``"1"`` learned after the
+    prediction of the same dict is what learning it at once makes of it (an error or the
+    class), not class 1 read from the class index (``True == 1`` and ``hash(True) == 1``)."""
+    rows = [({"a": float(i % 4), "b": "uv"[i % 2]}, i % 2) for i in range(20)]
+    ops = [op for x, y in rows for op in (("predict", x), ("learn_last", y, 1.0))]
+    _run(name, [*ops, ("predict", _X), ("learn_last", label, 1.0), ("predict", _X)])
+
+
+@pytest.mark.parametrize("name", ["nb", "ht", "bag_ht", "bag_adwin", "boost_adwin"])
+def test_a_model_at_its_byte_limit_refuses_the_learn_of_what_it_predicted(name) -> None:
+    """``max_state_bytes``: the learn after a prediction is refused as a learn at once is (and
+    the model goes on predicting), with every category new so that the state keeps growing."""
+
+    def make() -> Any:
+        return MODELS[name]().clone({"limits": learners.Limits(max_state_bytes=10_000)})
+
+    ops = []
+    for i in range(400):  # a new category learned, then river's loop on a known row
+        ops += [("learn", {"a": 1.0, "b": f"v{i}"}, "pqr"[i % 3], 1.0),
+                ("predict", {"a": float(i % 7), "b": "v0"}), ("learn_last", "pqr"[i % 2], 1.0)]  # fmt: skip
+    _run(name, ops, make)
+    model, refused = make(), 0  # (the limit is reached within the stream, after some learns)
+    for op in ops:
+        if op[0] == "predict":
+            model.predict_one(op[1])
+            x = op[1]
+        elif op[0] == "learn_last" and _outcome(model.learn_one, x, op[1], w=op[2])[0] == "error":
+            refused += 1
+        elif op[0] == "learn":
+            _outcome(model.learn_one, op[1], op[2], w=op[3])
+    assert 0 < refused < 400
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_a_first_numeric_feature_declared_between(name) -> None:
+    """A model of categorical features only: a numeric feature declared between the prediction
+    and the learn changes the schema's sizes, not the width of the kept encoding (one column
+    of "missing" either way)."""
+    ops = [op for i in range(30) for op in (("predict", {"b": "uvw"[i % 3]}),
+                                            ("learn_last", "pq"[i % 2], 1.0))]  # fmt: skip
+    _run(name, [*ops, ("predict", {"b": "u"}), ("read", "declare"), ("learn_last", "q", 1.0),
+                ("predict", {"b": "v", "d": 2.0})])  # fmt: skip
 
 
 def test_learn_one_keeps_its_kernel_call_for_the_next_prediction() -> None:
