@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 import random
+from decimal import Decimal
+from fractions import Fraction
 from types import MappingProxyType
 
 import numpy as np
@@ -340,6 +342,29 @@ def test_the_column_path_encodes_as_the_row_loop(features, R, shape, grow, data)
     import copy
 
     one, two = copy.deepcopy(base), copy.deepcopy(base)
+    assert _encode(one, X, grow, ys, columns=True) == _encode(two, X, grow, ys, columns=False)
+
+
+@pytest.mark.parametrize(
+    "cell", ["1.5", "", b"1", np.float32(0.5), np.int64(3), np.str_("2"), True, None, 2**70,
+             Fraction(1, 3), Decimal("1.5")],
+)  # fmt: skip
+@pytest.mark.parametrize("declared", [False, True])
+@pytest.mark.parametrize("grow", [False, True])
+def test_a_numeric_column_with_a_cell_of_another_type(cell, declared, grow) -> None:
+    """One cell of a numeric column that is not a float or an int: the batch is what the row
+    loop makes of it (text is a number only in a declared feature, else an error naming it),
+    not what numpy's conversion of the column would make of it ("1.5" read as 1.5)."""
+    base = Schema()
+    if declared:
+        base.declare({"x": "numeric"})
+    base.encode_rows([{"x": 1.0, "c": "a"}, {"x": 2.0, "c": "b"}], True, ["p", "q"])
+    X = [{"x": float(r), "c": "ab"[r % 2]} for r in range(12)]
+    X[5]["x"] = cell
+    import copy
+
+    one, two = copy.deepcopy(base), copy.deepcopy(base)
+    ys = ["pq"[r % 2] for r in range(12)]
     assert _encode(one, X, grow, ys, columns=True) == _encode(two, X, grow, ys, columns=False)
 
 
