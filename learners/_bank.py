@@ -14,11 +14,15 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._tree import (
+    CATEGORICAL_SPLIT,
     DIRECT,
     INDEX_FIELDS,
+    LEAF,
     MAX_SLOTS,
     NUM_STATS,
+    NUMERIC_SPLIT,
     POOL_FIELDS,
+    SETTLED,
     STATE_FIELDS,
     TreeParams,
     TreeState,
@@ -108,6 +112,83 @@ _AXES = {
     **{name: "O" for name in ("g_at", "g_len", "o_fresh", "o_attr", "o_next")},
     "wc": "P", "wv": "P", "gc": "Q", "gv": "Q",
 }  # fmt: skip
+# what the index fields of a saved state point at: rows of the group of ``_AXES`` (-1: none)
+_POINTS_AT = {"child": "N", "sibling": "N", "slot": "L", "free": "L", "f_head": "F", "f_tail": "F",
+              "f_pend": "F", "f_next": "F", "f_freed": "F", "v_head": "E", "v_tail": "E",
+              "v_pend": "E", "v_next": "E", "v_freed": "E", "o_head": "O", "o_tail": "O",
+              "o_pend": "O", "o_next": "O", "o_freed": "O"}  # fmt: skip
+# class-entry blocks: (first entry, entries, pool)
+_BLOCKS = (("d_at", "d_len", "wc"), ("fw_at", "fw_len", "wc"), ("vw_at", "vw_len", "wc"),
+           ("g_at", "g_len", "gc"))  # fmt: skip
+# counts per member, and the group (or pool) whose rows they count
+_COUNTS = {"n_nodes": "N", "n_slots": "L", "n_free": "L", "n_f": "F", "n_v": "E", "n_o": "O",
+           "w_used": "P", "w_dead": "P", "g_used": "Q", "g_dead": "Q"}  # fmt: skip
+
+
+def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_cat: int,
+                  prefix: str) -> None:  # fmt: skip
+    """``ValueError`` unless every index a kernel follows in a saved state stays inside the
+    arrays a load makes of it. The kernels do not check their indices (numba does not): a
+    snapshot with a valid plain SHA-256, which anyone can compute, made a loading process read
+    and write outside its arrays (a crash at best) with one child, slot or class-block
+    pointer out of range. Checked: every count within the rows saved (so a state cannot ask a
+    load for more memory than its own size), every row pointer in -1..rows-1, every class block
+    inside its pool, every class code of a pool below the model's classes, each split's and
+    each row's feature among the model's features of its kind, and the Gaussian freshness marks
+    within their blocks. Not checked: that lists and trees have no cycles (a forged one can
+    still make a load or a call loop); ``CHORUS_SNAPSHOT_KEY`` (HMAC) keeps forged snapshots
+    out."""
+    M = parts["kind"].shape[0]
+
+    def refuse(name: str, what: str) -> None:
+        raise ValueError(f"state array {prefix + name}: {what} (a forged or damaged state)")
+
+    rows: dict[str, int] = {}  # rows saved per group: every array of a group has as many
+    for name, a in parts.items():
+        if a.ndim == 0 or a.shape[0] != M:
+            refuse(name, f"shape {a.shape} for {M} members")
+        group = _AXES.get(name)
+        if group is not None:
+            per_row = _WIDTH.get(name, 1)  # (a Gaussian entry's statistics)
+            if a.ndim != 2 or a.shape[1] != per_row * rows.setdefault(group, a.shape[1]):
+                refuse(name, f"shape {a.shape}, not [{M}, {per_row * rows[group]}] as its group's")
+    for name, group in _COUNTS.items():
+        a = parts[name]
+        if a.ndim != 1 or ((a < 0) | (a > rows[group])).any():
+            refuse(name, f"a count outside 0..{rows[group]}")
+    for name, group in _POINTS_AT.items():
+        a = parts[name]
+        if ((a < -1) | (a >= rows[group])).any():
+            refuse(name, f"a row outside -1..{rows[group] - 1}")
+    for at, length, pool in _BLOCKS:
+        first, n = parts[at], parts[length]
+        cap = np.where(n > 1, 2 ** np.ceil(np.log2(np.maximum(n, 1))), n)  # (block_cap)
+        used = first >= 0
+        if ((n < 0) | (first < -1) | (used & (first + cap > parts[pool].shape[1]))).any():
+            refuse(at, f"a class block outside the {pool} pool")
+        if (~used & (n > 0)).any():
+            refuse(length, "entries without a block")
+    for pool in ("wc", "gc"):
+        if ((parts[pool] < -1) | (parts[pool] >= max(n_classes, 1))).any():
+            refuse(pool, f"a class code outside -1..{n_classes - 1}")
+    kind, attr = parts["kind"], parts["attr"]
+    if (attr < -1).any() or ((kind != LEAF) & (attr < 0)).any():
+        refuse("attr", "a split on a negative feature")
+    if (
+        ((kind == NUMERIC_SPLIT) & (attr >= n_num))
+        | ((kind == CATEGORICAL_SPLIT) & (attr >= n_cat))
+    ).any():
+        refuse("attr", "a split on a feature the model does not have")
+    for name, count, width in (("f_attr", "n_f", n_cat), ("o_attr", "n_o", n_num)):
+        live = np.arange(parts[name].shape[1]) < parts[count][:, None]
+        if (live & ((parts[name] < 0) | (parts[name] >= width))).any():
+            refuse(name, f"a feature id outside 0..{width - 1}")
+    g_cap = np.where(parts["g_len"] > 1, 2 ** np.ceil(np.log2(np.maximum(parts["g_len"], 1))),
+                     parts["g_len"])  # fmt: skip
+    if (parts["o_fresh"] > SETTLED + g_cap).any():
+        refuse("o_fresh", "a freshness mark outside its block")
+
+
 _POOL = {"N": "nodes", "L": "slots", "F": "features", "E": "values", "O": "observers",
          "P": "weights", "Q": "gaussians"}  # fmt: skip
 _WIDTH = {"gv": NUM_STATS}  # values per class entry, where not 1
@@ -837,6 +918,8 @@ class TreeBank:
         parts = self._checked(arrays, prefix, STATE_FIELDS)
         saved = TreeState(**parts, **{name: np.zeros((0, 0), np.int64) for name in INDEX_FIELDS})
         size = _used(saved)
+        s = self.schema
+        _check_bounds(parts, len(s.classes), len(s.num_names), len(s.cat_names), prefix)
         # at least 1 node/slot/row (kernels index safely); room for the index
         cap = Capacity(
             nodes=max(size.nodes, 1),

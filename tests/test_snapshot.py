@@ -82,6 +82,45 @@ def test_forged_plain_checksum_cannot_pass_hmac():
         snapshot.decode(forged, b"k")
 
 
+def _forged(arrays: list[dict], body: bytes, magic: bytes = snapshot.MAGIC,
+            version: int = snapshot.VERSION) -> bytes:  # fmt: skip
+    """A snapshot anyone can write: any header and body, with a correct SHA-256 (no key)."""
+    import hashlib
+    import json
+
+    header = json.dumps({"meta": {}, "state": {}, "arrays": arrays}).encode()
+    payload = snapshot._PREFIX.pack(magic, version, 0, len(header)) + header + body
+    return payload + hashlib.sha256(payload).digest()
+
+
+_ARRAY = {"name": "a", "dtype": "<f8", "shape": [2], "offset": 0, "nbytes": 16}
+
+
+@pytest.mark.parametrize(
+    ("arrays", "magic", "version", "message"),
+    [
+        ([{**_ARRAY, "dtype": "|O"}], snapshot.MAGIC, 1, "non-numeric dtype"),
+        ([{**_ARRAY, "dtype": "<U2"}], snapshot.MAGIC, 1, "non-numeric dtype"),
+        ([{**_ARRAY, "dtype": "|V8"}], snapshot.MAGIC, 1, "non-numeric dtype"),
+        ([{**_ARRAY, "offset": 8}], snapshot.MAGIC, 1, "lies outside"),
+        ([{**_ARRAY, "offset": -16}], snapshot.MAGIC, 1, "lies outside"),
+        ([{**_ARRAY, "nbytes": 10**9}], snapshot.MAGIC, 1, "lies outside"),
+        ([_ARRAY], b"CHORUSSX", 1, "bad magic"),
+        ([_ARRAY], snapshot.MAGIC, 2, "unsupported snapshot version 2"),
+        ([{**_ARRAY, "shape": [3]}], snapshot.MAGIC, 1, "malformed"),
+        ([{"name": "a"}], snapshot.MAGIC, 1, "malformed"),
+    ],
+)
+def test_a_forged_snapshot_with_a_correct_checksum_is_refused(arrays, magic, version, message):
+    """Without a key the checksum guards against corruption, not forgery: a hand-made
+    snapshot passes it, and the layout checks after it are what refuse objects, strings,
+    reads outside the body (a negative offset would read from its end) and other formats."""
+    body = np.array([1.0, 2.0]).tobytes()
+    assert snapshot.decode(_forged([_ARRAY], body))[0]["arrays"]["a"].tolist() == [1.0, 2.0]
+    with pytest.raises(CorruptSnapshot, match=message):
+        snapshot.decode(_forged(arrays, body, magic, version))
+
+
 def test_object_arrays_are_refused():
     with pytest.raises(ValueError, match="numeric"):
         snapshot.encode({"header": {}, "arrays": {"o": np.array([{"a": 1}], dtype=object)}})
