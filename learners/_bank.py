@@ -135,9 +135,11 @@ def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_ca
     load for more memory than its own size), every row pointer in -1..rows-1, every class block
     inside its pool, every class code of a pool below the model's classes, each split's and
     each row's feature among the model's features of its kind, and the Gaussian freshness marks
-    within their blocks. Not checked: that lists and trees have no cycles (a forged one can
-    still make a load or a call loop); ``CHORUS_SNAPSHOT_KEY`` (HMAC) keeps forged snapshots
-    out."""
+    within their blocks; and that no walk of a tree or a list goes on for ever (no node reached
+    twice from the root, every list row reaching the end). Not checked: the rest of a state's
+    consistency (a tail that is not its list's last row, a count below the rows in use, a row on
+    two lists), with which a later call can still loop; ``CHORUS_SNAPSHOT_KEY`` (HMAC) keeps
+    forged snapshots out (docs/service.md, *Security*)."""
     M = parts["kind"].shape[0]
 
     def refuse(name: str, what: str) -> None:
@@ -187,6 +189,33 @@ def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_ca
                      parts["g_len"])  # fmt: skip
     if (parts["o_fresh"] > SETTLED + g_cap).any():
         refuse("o_fresh", "a freshness mark outside its block")
+    # no walk goes on for ever (pointers are in range from here on). The tree: nodes are only
+    # added (or all dropped), so a member's live nodes 0..n_nodes-1 point at live nodes, and
+    # each is the child or the next sibling of at most one of them, the root of none: a walk
+    # from the root then meets no node twice
+    nodes = parts["child"].shape[1]
+    live = np.arange(nodes) < parts["n_nodes"][:, None]
+    for name in ("child", "sibling"):
+        if (live & (parts[name] >= parts["n_nodes"][:, None])).any():
+            refuse(name, "a live node pointing at a node past the member's nodes")
+    if nodes:
+        base = np.arange(M)[:, None] * nodes
+        targets = [(parts[n] + base)[live & (parts[n] >= 0)] for n in ("child", "sibling")]
+        refs = np.bincount(np.concatenate(targets), minlength=M * nodes).reshape(M, nodes)
+        if (refs > 1).any() or (refs[:, 0] > 0).any():
+            refuse("child", "a node reached twice (a cycle or a shared subtree)")
+    # the lists: every row, live or freed, reaches the end (-1) of the list it is on; with
+    # pointer doubling, the 2^k-th successor of every row, k up to log2(rows) + 1
+    for name in ("f_next", "v_next", "o_next"):
+        nxt = parts[name]
+        R = nxt.shape[1]
+        if R == 0:
+            continue
+        jump = np.append(np.where(nxt >= 0, nxt + np.arange(M)[:, None] * R, -1).ravel(), -1)
+        for _ in range(R.bit_length() + 1):
+            jump = jump[jump]  # (-1 reads the last entry, -1: the end stays the end)
+        if (jump[:-1] >= 0).any():
+            refuse(name, "a list that never ends (a cycle)")
 
 
 _POOL = {"N": "nodes", "L": "slots", "F": "features", "E": "values", "O": "observers",

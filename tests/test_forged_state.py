@@ -1,7 +1,9 @@
-"""A saved state whose index fields point outside its arrays is refused on load (``ValueError``),
-never handed to the kernels, which do not check their indices: one out-of-range child, slot or
-class-block pointer in a snapshot with a valid plain SHA-256 (which anyone can compute) made the
-loading process read and write outside its arrays and die (``learners._bank._check_bounds``).
+"""A saved state whose index fields point outside its arrays, or whose trees or lists never end,
+is refused on load (``ValueError``), never handed to the kernels, which do not check their
+indices: one out-of-range child, slot or class-block pointer in a snapshot with a valid plain
+SHA-256 (which anyone can compute) made the loading process read and write outside its arrays
+and die, and an in-range pointer back up the tree made it loop for ever
+(``learners._bank._check_bounds``).
 
 Each model kind runs in a subprocess, so that a load that still crashed fails the test instead
 of killing the run; the subprocess reports, per forged field, whether the load refused it.
@@ -61,6 +63,37 @@ for field in fields:
         m.predict_proba_one({"a": 0.3, "b": 0.1, "c": "u", "d": "p"})
         m.learn_one({"a": 0.3, "b": 0.1, "c": "u", "d": "p"}, "l")
         print("loaded", flush=True)
+# in range, but walks that would never end: a child or sibling back to the root or to itself,
+# and a list row pointing at itself or at the row before it
+arrays = good["arrays"]
+cases = []
+kind, n_nodes = arrays["tree.kind"], arrays["tree.n_nodes"]
+for m in range(kind.shape[0]):
+    splits = [i for i in range(int(n_nodes[m])) if kind[m, i] != 0]
+    if splits:
+        i = splits[-1]
+        cases += [("child", m, i, 0), ("child", m, i, i)]
+        last = int(n_nodes[m]) - 1
+        cases += [("sibling", m, last, 0), ("sibling", m, last, last)]
+for name, count in (("f_next", "n_f"), ("v_next", "n_v"), ("o_next", "n_o")):
+    n, nxt = arrays["tree." + count], arrays["tree." + name]
+    for m in range(n.shape[0]):
+        for i in range(1, int(n[m])):
+            if nxt[m, i - 1] == i:  # i - 1 -> i -> i - 1
+                cases += [(name, m, i, i), (name, m, i, i - 1)]
+                break
+for name, m, i, value in cases:
+    forged = {"header": good["header"], "arrays": dict(arrays)}
+    a = arrays["tree." + name].astype(np.int64)
+    a[m, i] = value
+    forged["arrays"]["tree." + name] = a
+    print(name, m, i, value, end=" ", flush=True)
+    try:
+        load_state(forged).predict_proba_one({"a": 0.3, "b": 0.1, "c": "u", "d": "p"})
+    except ValueError:
+        print("refused", flush=True)
+        continue
+    print("loaded", flush=True)
 """
 
 SPECS = {
@@ -74,11 +107,16 @@ SPECS = {
 
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_out_of_range_indices_in_a_saved_state_are_refused(name) -> None:
-    run = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(SPECS[name])], cwd=ROOT,
-                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    try:
+        run = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(SPECS[name])], cwd=ROOT,
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
+    except subprocess.TimeoutExpired as exc:  # a forged walk that never ended
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        pytest.fail(f"hung at: {out.splitlines()[-1:]}")
     lines = run.stdout.splitlines()
     assert run.returncode == 0, f"crashed at: {lines[-1:]} ({run.returncode})\n{run.stderr[-2000:]}"
     loaded = [line for line in lines if not line.endswith("refused")]
     # a huge value is outside every array; -7 and -2**40 below every index's -1
     assert not loaded, loaded
     assert len(lines) > 60  # (every field was forged)
+    assert sum(line.split()[0] in ("child", "sibling") for line in lines) >= 4  # (cycles too)
