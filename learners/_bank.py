@@ -125,6 +125,11 @@ _COUNTS = {"n_nodes": "N", "n_slots": "L", "n_free": "L", "n_f": "F", "n_v": "E"
            "w_used": "P", "w_dead": "P", "g_used": "Q", "g_dead": "Q"}  # fmt: skip
 
 
+def _block_caps(n: np.ndarray) -> np.ndarray:
+    """``_tree.block_cap`` of every entry count in ``n``: 0, 1, 2, 4, 8, ..."""
+    return np.where(n > 1, 2 ** np.ceil(np.log2(np.maximum(n, 1))), n)
+
+
 def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_cat: int,
                   prefix: str) -> None:  # fmt: skip
     """``ValueError`` unless every index a kernel follows in a saved state stays inside the
@@ -164,9 +169,10 @@ def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_ca
             refuse(name, f"a row outside -1..{rows[group] - 1}")
     for at, length, pool in _BLOCKS:
         first, n = parts[at], parts[length]
-        cap = np.where(n > 1, 2 ** np.ceil(np.log2(np.maximum(n, 1))), n)  # (block_cap)
         used = first >= 0
-        if ((n < 0) | (first < -1) | (used & (first + cap > parts[pool].shape[1]))).any():
+        if (
+            (n < 0) | (first < -1) | (used & (first + _block_caps(n) > parts[pool].shape[1]))
+        ).any():
             refuse(at, f"a class block outside the {pool} pool")
         if (~used & (n > 0)).any():
             refuse(length, "entries without a block")
@@ -185,9 +191,7 @@ def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_ca
         live = np.arange(parts[name].shape[1]) < parts[count][:, None]
         if (live & ((parts[name] < 0) | (parts[name] >= width))).any():
             refuse(name, f"a feature id outside 0..{width - 1}")
-    g_cap = np.where(parts["g_len"] > 1, 2 ** np.ceil(np.log2(np.maximum(parts["g_len"], 1))),
-                     parts["g_len"])  # fmt: skip
-    if (parts["o_fresh"] > SETTLED + g_cap).any():
+    if (parts["o_fresh"] > SETTLED + _block_caps(parts["g_len"])).any():
         refuse("o_fresh", "a freshness mark outside its block")
     # no walk goes on for ever (pointers are in range from here on). The tree: nodes are only
     # added (or all dropped), so a member's live nodes 0..n_nodes-1 point at live nodes, and

@@ -143,16 +143,12 @@ def rows_of(X: Any, frames: bool = False) -> tuple[Any, Any]:
     are not unique is refused (``FeatureTypeError`` naming the first repeated one): its rows
     as dicts would keep one of the columns and drop the others unseen."""
     if hasattr(X, "columns") and hasattr(X, "to_dict"):
-        names = list(X.columns)
-        if len(set(names)) != len(names):
-            seen: set = set()
-            for name in names:
-                if name in seen:
-                    break
-                seen.add(name)
+        columns = X.columns
+        if not columns.is_unique:  # (as Schema._encode_frame tests it)
+            name = columns[columns.duplicated()][0]  # the first name that comes again
             raise FeatureTypeError(
                 str(name),
-                f"a DataFrame's column names must be unique; {names.count(name)} "
+                f"a DataFrame's column names must be unique; {list(columns).count(name)} "
                 "columns have this one",
             )
         return (FrameRows(X) if frames else X.to_dict(orient="records")), X.index

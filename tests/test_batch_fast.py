@@ -292,6 +292,15 @@ def _encode(schema: Schema, X: list, grow: bool, ys: list | None, columns: bool)
     return repr(got), schema.to_header(), schema.text_bytes
 
 
+def _assert_columns_as_loop(base: Schema, X: list, grow: bool, ys: list | None) -> None:
+    """``_encode`` of ``X`` by the column path and by the row loop, each on a copy of ``base``:
+    the same arrays, labels, errors and schema."""
+    import copy
+
+    one, two = copy.deepcopy(base), copy.deepcopy(base)
+    assert _encode(one, X, grow, ys, columns=True) == _encode(two, X, grow, ys, columns=False)
+
+
 @settings(max_examples=400, deadline=None)
 @given(
     st.lists(
@@ -339,10 +348,7 @@ def test_the_column_path_encodes_as_the_row_loop(features, R, shape, grow, data)
         X[-1] = MappingProxyType(X[-1])  # a mapping the row loop refuses
     labels = st.sampled_from(["p", "q", "p", "q", "r", 1, True, np.str_("p")])  # ("r": new)
     ys = data.draw(st.one_of(st.none(), st.lists(labels, min_size=R, max_size=R)))
-    import copy
-
-    one, two = copy.deepcopy(base), copy.deepcopy(base)
-    assert _encode(one, X, grow, ys, columns=True) == _encode(two, X, grow, ys, columns=False)
+    _assert_columns_as_loop(base, X, grow, ys)
 
 
 @pytest.mark.parametrize(
@@ -361,11 +367,7 @@ def test_a_numeric_column_with_a_cell_of_another_type(cell, declared, grow) -> N
     base.encode_rows([{"x": 1.0, "c": "a"}, {"x": 2.0, "c": "b"}], True, ["p", "q"])
     X = [{"x": float(r), "c": "ab"[r % 2]} for r in range(12)]
     X[5]["x"] = cell
-    import copy
-
-    one, two = copy.deepcopy(base), copy.deepcopy(base)
-    ys = ["pq"[r % 2] for r in range(12)]
-    assert _encode(one, X, grow, ys, columns=True) == _encode(two, X, grow, ys, columns=False)
+    _assert_columns_as_loop(base, X, grow, ["pq"[r % 2] for r in range(12)])
 
 
 def test_the_column_path_takes_plain_batches() -> None:
