@@ -24,10 +24,13 @@ from ._tree import (
     POOL_FIELDS,
     SETTLED,
     STATE_FIELDS,
+    STRUCTURE_PROBLEMS,
     TreeParams,
     TreeState,
+    W,
     build_index,
     canonical,
+    check_structure,
     interpreted_bank,
     make_bank,
     make_run_io,
@@ -93,6 +96,8 @@ def io_run_of(kernel: Any) -> Any:
 _V1_FIELDS = ("kind", "attr", "thr", "slot", "child", "sibling", "branch", "depth", "dist",
               "n_nodes", "cat", "catw", "nvals", "num", "last", "mc_ok", "nb_ok", "free", "n_free",
               "n_slots")  # fmt: skip
+_ANY, _CLASSES = -1, -2  # axes of a dense class array (_check_dense)
+_V1_TREE = _V1_FIELDS[:8] + _V1_FIELDS[9:10] + _V1_FIELDS[14:]  # the arrays v3 has as they are
 _V1_INT_FIELDS = ("kind", "attr", "slot", "child", "sibling", "branch", "depth", "n_nodes",
                   "nvals", "free", "n_free", "n_slots")  # fmt: skip
 # a version-2 state: the version-3 arrays but for the class blocks, dense over all classes
@@ -141,10 +146,11 @@ def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_ca
     inside its pool, every class code of a pool below the model's classes, each split's and
     each row's feature among the model's features of its kind, and the Gaussian freshness marks
     within their blocks; and that no walk of a tree or a list goes on for ever (no node reached
-    twice from the root, every list row reaching the end). Not checked: the rest of a state's
-    consistency (a tail that is not its list's last row, a count below the rows in use, a row on
-    two lists), with which a later call can still loop; ``CHORUS_SNAPSHOT_KEY`` (HMAC) keeps
-    forged snapshots out (docs/service.md, *Security*)."""
+    twice from the root, every list row reaching the end). The rest of a state's consistency
+    (a tail that is not its list's last row, a count below the rows in use, a row on two
+    lists, ...), with which a later call could still loop, is ``_tree.check_structure``'s, run
+    next on the arrays the load makes. Arrays a version-1/2 state does not have are skipped.
+    ``CHORUS_SNAPSHOT_KEY`` (HMAC) keeps forged snapshots out (docs/service.md, *Security*)."""
     M = parts["kind"].shape[0]
 
     def refuse(name: str, what: str) -> None:
@@ -160,14 +166,20 @@ def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_ca
             if a.ndim != 2 or a.shape[1] != per_row * rows.setdefault(group, a.shape[1]):
                 refuse(name, f"shape {a.shape}, not [{M}, {per_row * rows[group]}] as its group's")
     for name, group in _COUNTS.items():
+        if name not in parts:  # (a version-1/2 state has fewer arrays)
+            continue
         a = parts[name]
         if a.ndim != 1 or ((a < 0) | (a > rows[group])).any():
             refuse(name, f"a count outside 0..{rows[group]}")
     for name, group in _POINTS_AT.items():
+        if name not in parts:
+            continue
         a = parts[name]
         if ((a < -1) | (a >= rows[group])).any():
             refuse(name, f"a row outside -1..{rows[group] - 1}")
     for at, length, pool in _BLOCKS:
+        if at not in parts:
+            continue
         first, n = parts[at], parts[length]
         used = first >= 0
         if (
@@ -177,7 +189,7 @@ def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_ca
         if (~used & (n > 0)).any():
             refuse(length, "entries without a block")
     for pool in ("wc", "gc"):
-        if ((parts[pool] < -1) | (parts[pool] >= max(n_classes, 1))).any():
+        if pool in parts and ((parts[pool] < -1) | (parts[pool] >= max(n_classes, 1))).any():
             refuse(pool, f"a class code outside -1..{n_classes - 1}")
     kind, attr = parts["kind"], parts["attr"]
     if (attr < -1).any() or ((kind != LEAF) & (attr < 0)).any():
@@ -188,10 +200,12 @@ def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_ca
     ).any():
         refuse("attr", "a split on a feature the model does not have")
     for name, count, width in (("f_attr", "n_f", n_cat), ("o_attr", "n_o", n_num)):
+        if name not in parts:
+            continue
         live = np.arange(parts[name].shape[1]) < parts[count][:, None]
         if (live & ((parts[name] < 0) | (parts[name] >= width))).any():
             refuse(name, f"a feature id outside 0..{width - 1}")
-    if (parts["o_fresh"] > SETTLED + _block_caps(parts["g_len"])).any():
+    if "o_fresh" in parts and (parts["o_fresh"] > SETTLED + _block_caps(parts["g_len"])).any():
         refuse("o_fresh", "a freshness mark outside its block")
     # no walk goes on for ever (pointers are in range from here on). The tree: nodes are only
     # added (or all dropped), so a member's live nodes 0..n_nodes-1 point at live nodes, and
@@ -211,6 +225,8 @@ def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_ca
     # the lists: every row, live or freed, reaches the end (-1) of the list it is on; with
     # pointer doubling, the 2^k-th successor of every row, k up to log2(rows) + 1
     for name in ("f_next", "v_next", "o_next"):
+        if name not in parts:
+            continue
         nxt = parts[name]
         R = nxt.shape[1]
         if R == 0:
@@ -220,6 +236,24 @@ def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_ca
             jump = jump[jump]  # (-1 reads the last entry, -1: the end stays the end)
         if (jump[:-1] >= 0).any():
             refuse(name, "a list that never ends (a cycle)")
+
+
+def _check_dense(dense: dict[str, tuple[np.ndarray, tuple[int, ...]]], n_classes: int,
+                 prefix: str) -> None:  # fmt: skip
+    """``ValueError`` unless each dense class array of a version-1/2 state has the shape given
+    with it (``_ANY``: any length, ``_CLASSES``: the class axis, any length) and no weight for a
+    class the model does not have (a code the load's kernels would index past its classes with)."""
+    for name, (a, shape) in dense.items():
+        if a.ndim != len(shape) or any(
+            want >= 0 and have != want for have, want in zip(a.shape, shape, strict=True)
+        ):
+            raise ValueError(f"state array {prefix + name}: shape {a.shape}, not {shape} "
+                             "(-1: any length, -2: the classes; a forged or damaged state)")  # fmt: skip
+        weights = a[..., W] if name == "num" else a  # (a Gaussian's weight)
+        extra = np.moveaxis(weights, shape.index(_CLASSES), -1)[..., max(n_classes, 1) :]
+        if (extra > 0).any():
+            raise ValueError(f"state array {prefix + name}: weight for a class outside "
+                             f"0..{n_classes - 1} (a forged or damaged state)")  # fmt: skip
 
 
 _POOL = {"N": "nodes", "L": "slots", "F": "features", "E": "values", "O": "observers",
@@ -972,8 +1006,22 @@ class TreeBank:
             ):
                 raise ValueError(f"state array {prefix + name} has shape {src.shape}")
             dst[tuple(slice(0, n) for n in src.shape)] = src
+        self._check_structure(new, prefix)
         self._set(new)
         jit_kernel(build_index)(self.view())
+
+    def _check_structure(self, T: TreeState, prefix: str) -> None:
+        """``ValueError`` naming the array unless the loaded arrays ``T`` hold together as the
+        kernels' own states do (``check_structure``; ``_check_bounds`` first)."""
+        s = self.schema
+        interp = MODE.interpreted and interpreting()
+        bank = interpreted_bank(T, self.params) if interp else make_bank(T, self.params)
+        out = np.zeros(3, np.int64)
+        jit_kernel(check_structure)(bank, s.code_attr_array, s.n_cat, s.n_num, out)
+        if out[0]:
+            name, what = STRUCTURE_PROBLEMS[out[0] - 1]
+            raise ValueError(f"state array {prefix + name}: {what} (member {out[1]}, row "
+                             f"{out[2]}; a forged or damaged state)")  # fmt: skip
 
     def _checked(self, arrays: dict[str, np.ndarray], prefix: str,
                  names: tuple[str, ...]) -> dict[str, np.ndarray]:  # fmt: skip
@@ -1019,7 +1067,25 @@ class TreeBank:
         """Load a version-2 state: the same rows and lists, each row's dense class vector turned
         into entries for its classes with weight (in class order)."""
         old = self._checked(arrays, prefix, _V2_FIELDS)
+        s = self.schema
+        tree = {name: old[name] for name in _V2_FIELDS[: -len(_V2_DENSE)]}
+        _check_bounds(tree, len(s.classes), s.n_num, s.n_cat, prefix)
+        M = self.M
+        N, F, E, O = (old[n].shape[1] for n in ("kind", "nvals", "v_code", "o_attr"))  # noqa: E741
+        _check_dense(
+            {
+                "dist": (old["dist"], (M, N, _CLASSES)),
+                "catw": (old["catw"], (M, F, _CLASSES)),
+                "cat": (old["cat"], (M, E, _CLASSES)),
+                "num": (old["num"], (M, O, _CLASSES, NUM_STATS)),
+            },
+            len(s.classes),
+            prefix,
+        )
         C = old["dist"].shape[2]
+        if old["catw"].shape[2] != C or old["cat"].shape[2] != C or old["num"].shape[2] < C:
+            raise ValueError(f"state arrays {prefix}dist, catw, cat, num: class axes of "
+                             "different lengths (a forged or damaged state)")  # fmt: skip
         cap = Capacity(
             nodes=max(old["kind"].shape[1], 1), slots=max(old["last"].shape[1], 1),
             features=max(old["nvals"].shape[1], 1), values=max(old["v_code"].shape[1], 1),
@@ -1030,6 +1096,7 @@ class TreeBank:
         for name in _V2_FIELDS[: -len(_V2_DENSE)]:
             src, dst = old[name], getattr(T, name)
             dst[tuple(slice(0, n) for n in src.shape)] = src
+        self._check_structure(T, prefix)  # (no class entries yet: those are made below)
         self._set(T)
         dist, catw, cat, num = (old[name] for name in _V2_DENSE)
 
@@ -1062,9 +1129,23 @@ class TreeBank:
             old[name] = arr
         kind, slot, n_nodes = old["kind"], old["slot"], old["n_nodes"]
         cat, catw, nvals, num = old["cat"], old["catw"], old["nvals"], old["num"]
-        M, L, K, C = cat.shape
-        if M != self.M:
-            raise ValueError(f"state has {M} members, model has {self.M}")
+        s = self.schema
+        tree = {name: old[name] for name in _V1_TREE}
+        _check_bounds(tree, len(s.classes), s.n_num, s.n_cat, prefix)
+        M, N, L = self.M, kind.shape[1], old["last"].shape[1]
+        if kind.shape[0] != M:
+            raise ValueError(f"state has {kind.shape[0]} members, model has {M}")
+        _check_dense({"dist": (old["dist"], (M, N, _CLASSES)), "cat": (cat, (M, L, _ANY, _CLASSES)),
+                      "catw": (catw, (M, L, _ANY, _CLASSES)), "num": (num, (M, L, _ANY, _CLASSES, NUM_STATS))},
+                     len(s.classes), prefix)  # fmt: skip
+        _, _, K, C = cat.shape
+        A, J = catw.shape[2], num.shape[2]
+        if nvals.shape != (M, L, A) or K > len(s.code_attr) or A > s.n_cat or J > s.n_num:
+            raise ValueError(f"state arrays {prefix}cat, catw, nvals, num: more categories or "
+                             "features than the model has (a forged or damaged state)")  # fmt: skip
+        if catw.shape[3] != C or num.shape[3] != C or old["dist"].shape[2] != C:
+            raise ValueError(f"state arrays {prefix}dist, cat, catw, num: class axes of "
+                             "different lengths (a forged or damaged state)")  # fmt: skip
         code_attr = np.asarray(self.schema.code_attr, dtype=np.int64)[:K]
         seen_value = np.asarray(cat.sum(axis=3) > 0.0)  # [M, L, K]
         seen_num = np.asarray((num[..., 0] > 0.0).any(axis=3))  # [M, L, J]
@@ -1080,9 +1161,10 @@ class TreeBank:
             gaussians=32, **self._direct_widths(),
         )  # fmt: skip
         T = _alloc(self.M, cap)
-        for name in _V1_FIELDS[:8] + _V1_FIELDS[9:10] + _V1_FIELDS[14:]:  # same layout
+        for name in _V1_TREE:  # same layout
             src, dst = old[name], getattr(T, name)
             dst[tuple(slice(0, n) for n in src.shape)] = src
+        self._check_structure(T, prefix)  # (the tree and slots: no rows yet, made below)
         self._set(T)
         B = self.view()
         add_feature, add_value, add_observer = (

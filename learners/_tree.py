@@ -2209,4 +2209,254 @@ def canonical(T, C, counts, copy):
         C.g_dead[m] = 0
 
 
+# --------------------------------------------------------------------------- a loaded state's structure
+# what ``check_structure`` can find wrong: (the array it names, what is wrong), numbered from 1
+STRUCTURE_PROBLEMS = (
+    ("n_nodes", "a member without its root node"),
+    ("kind", "a node of no known kind"),
+    ("slot", "a leaf without a slot of its own, or a split with a slot"),
+    ("free", "a free slot past n_slots, twice, or a leaf's"),
+    ("child", "a leaf with children, a numeric split without its two branches, or a "
+              "categorical split without a branch"),
+    ("branch", "a split's child on a branch its split cannot have, or two on one"),
+    ("f_next", "a feature row past n_f, or on two lists"),
+    ("f_tail", "a list's tail that is not its last row"),
+    ("f_attr", "a feature with two rows at one leaf"),
+    ("v_next", "a value row past n_v, or on two lists"),
+    ("v_tail", "a list's tail that is not its last row"),
+    ("v_code", "a category of another feature, or with two rows at one feature row"),
+    ("nvals", "a count that is not its feature row's value rows"),
+    ("o_next", "an observer past n_o, or on two lists"),
+    ("o_tail", "a list's tail that is not its last row"),
+    ("o_attr", "a feature with two observers at one leaf"),
+    ("wc", "a block's classes out of order"),
+    ("w_used", "blocks larger than the pool in use"),
+    ("gc", "a block's classes out of order"),
+    ("g_used", "blocks larger than the pool in use"),
+)  # fmt: skip
+
+
+@nb.njit(cache=True)
+def _walk(nxt, key, m, i, count, seen, marks, stamp, code_attr, want):
+    """Walk member m's list from row i: each row below ``count`` and on no list walked before
+    (``seen``), its key met once among the lists that share ``stamp`` (``marks``) and, with
+    ``want >= 0``, a category of feature ``want``. Returns (rows, last row), or (-1, row) for a
+    row past ``count`` or seen before, (-2, row) for a key met twice or of another feature."""
+    n = 0
+    last = -1
+    while i >= 0:
+        if i >= count or seen[i]:
+            return -1, i
+        seen[i] = True
+        k = key[m, i]
+        if k < 0 or k >= marks.shape[0] or marks[k] == stamp:
+            return -2, i
+        if want >= 0 and code_attr[k] != want:
+            return -2, i
+        marks[k] = stamp
+        n += 1
+        last = i
+        i = nxt[m, i]
+    return n, last
+
+
+@nb.njit(cache=True)
+def _check_lists(nxt, key, head, tail, pend, m, owner, count, seen, marks, code_attr, want,
+                 problem, out):  # fmt: skip
+    """``_walk`` owner's sorted list, then its pending one. Returns their rows, or -1 with
+    ``out`` set to (``problem``: a row past ``count`` or on two lists, ``problem + 1``: the
+    sorted list's tail is not its last row, ``problem + 2``: a key twice or of another feature;
+    member m; the row, or the owner for a tail)."""
+    rows = 0
+    for j in range(2):
+        n_rows, last = _walk(nxt, key, m, head[m, owner] if j == 0 else pend[m, owner], count,
+                             seen, marks, owner, code_attr, want)  # fmt: skip
+        if n_rows < 0:
+            out[0] = problem if n_rows == -1 else problem + 2
+            out[2] = last
+            return -1
+        if j == 0 and last != tail[m, owner]:
+            out[0] = problem + 1
+            out[2] = owner
+            return -1
+        rows += n_rows
+    return rows
+
+
+@nb.njit(cache=True)
+def _walk_free(nxt, m, i, count, seen):
+    """Walk a free list: each row below ``count`` and on no list before; the row at fault or -1."""
+    while i >= 0:
+        if i >= count or seen[i]:
+            return i
+        seen[i] = True
+        i = nxt[m, i]
+    return -1
+
+
+@nb.njit(cache=True)
+def _out_of_order(cls, at, ln, m, live):
+    """The first row r with ``live[r]`` whose class block does not hold strictly increasing
+    classes (>= 0), else -1."""
+    for r in range(live.shape[0]):
+        if not live[r]:
+            continue
+        a = at[m, r]
+        prev = -1
+        for i in range(ln[m, r]):
+            k = cls[m, a + i]
+            if k <= prev:
+                return r
+            prev = k
+    return -1
+
+
+@nb.njit(cache=True)
+def _caps(ln, m, n_rows):
+    tot = 0
+    for r in range(n_rows):
+        tot += block_cap(ln[m, r])
+    return tot
+
+
+@nb.njit(cache=True)
+def check_structure(T, code_attr, n_cat, n_num, out):
+    """Whether a loaded state (``_bank._check_bounds`` passed: every index is inside its array,
+    no walk goes on for ever) holds together as the kernels assume of the states they make:
+    every member has a root; leaves have slots of their own and splits none; the free slots are
+    free; a numeric split has its branches 0 and 1, a categorical one at least one branch, each
+    a category of its feature (or OTHER_BRANCH), once; every feature row, value row and observer
+    is below its pool's count and on at most one list (a leaf's, a feature row's or the free
+    list); a list's tail is its last row; a leaf has one row per feature, a feature row one per
+    category of its feature, and ``nvals`` of them; a class block's classes increase; and the
+    blocks below the counts fit in the part of the pool in use (compaction copies them into an
+    array that large). States that break one of these made later calls loop for ever (a row on
+    two lists is freed twice: a free list onto itself) or write outside the arrays (a leaf
+    without a slot, a split without a branch the example takes). ``out`` gets (problem, member,
+    row): problem 0 if none, else its number in ``STRUCTURE_PROBLEMS``."""
+    out[0] = 0
+    n_codes = code_attr.shape[0]
+    for m in range(T.kind.shape[0]):
+        out[1] = m
+        nn = T.n_nodes[m]
+        out[2] = 0
+        if nn < 1:
+            out[0] = 1
+            return
+        L = T.last.shape[1]
+        slot_of = np.full(L, -1, np.int64)  # the leaf of each slot
+        branch_seen = np.full(n_codes + 1, -1, np.int64)  # (the last entry: OTHER_BRANCH)
+        for n in range(nn):
+            out[2] = n
+            kd = T.kind[m, n]
+            s = T.slot[m, n]
+            c = T.child[m, n]
+            if kd == LEAF:
+                if s < 0 or s >= T.n_slots[m] or slot_of[s] >= 0:
+                    out[0] = 3
+                    return
+                slot_of[s] = n
+                if c >= 0:
+                    out[0] = 5
+                    return
+                continue
+            if kd != NUMERIC_SPLIT and kd != CATEGORICAL_SPLIT:
+                out[0] = 2
+                return
+            if s >= 0:
+                out[0] = 3
+                return
+            a = T.attr[m, n]
+            seen_left = False
+            seen_right = False
+            k = 0
+            while c >= 0 and k <= nn:  # (bounded: no node is reached twice)
+                b = T.branch[m, c]
+                if kd == NUMERIC_SPLIT:
+                    if (b == 0 and not seen_left) or (b == 1 and not seen_right):
+                        seen_left = seen_left or b == 0
+                        seen_right = seen_right or b == 1
+                    else:
+                        out[0] = 6
+                        out[2] = c
+                        return
+                else:
+                    at = n_codes if b == OTHER_BRANCH else b
+                    if (
+                        (b != OTHER_BRANCH and (b < 0 or b >= n_codes or code_attr[b] != a))
+                        or branch_seen[at] == n
+                    ):  # fmt: skip
+                        out[0] = 6
+                        out[2] = c
+                        return
+                    branch_seen[at] = n
+                k += 1
+                c = T.sibling[m, c]
+            if (kd == NUMERIC_SPLIT and not (seen_left and seen_right)) or k == 0:
+                out[0] = 5
+                return
+        for i in range(T.n_free[m]):
+            s = T.free[m, i]
+            out[2] = i
+            if s < 0 or s >= T.n_slots[m] or slot_of[s] != -1:
+                out[0] = 4
+                return
+            slot_of[s] = -2  # (taken: free once)
+        f_seen = np.zeros(T.nvals.shape[1], np.bool_)
+        v_seen = np.zeros(T.v_code.shape[1], np.bool_)
+        o_seen = np.zeros(T.o_attr.shape[1], np.bool_)
+        f_marks = np.full(max(n_cat, 1), -1, np.int64)
+        o_marks = np.full(max(n_num, 1), -1, np.int64)
+        v_marks = np.full(max(n_codes, 1), -1, np.int64)
+        for s in range(L):
+            if slot_of[s] < 0:
+                continue
+            if _check_lists(T.f_next, T.f_attr, T.f_head, T.f_tail, T.f_pend, m, s, T.n_f[m],
+                            f_seen, f_marks, code_attr, -1, 7, out) < 0:  # fmt: skip
+                return
+            if _check_lists(T.o_next, T.o_attr, T.o_head, T.o_tail, T.o_pend, m, s, T.n_o[m],
+                            o_seen, o_marks, code_attr, -1, 14, out) < 0:  # fmt: skip
+                return
+        for f in range(T.n_f[m]):
+            if not f_seen[f]:
+                continue  # (freed: its value lists are stale)
+            values = _check_lists(T.v_next, T.v_code, T.v_head, T.v_tail, T.v_pend, m, f,
+                                  T.n_v[m], v_seen, v_marks, code_attr, T.f_attr[m, f], 10,
+                                  out)  # fmt: skip
+            if values < 0:
+                return
+            if values != T.nvals[m, f]:
+                out[0] = 13
+                out[2] = f
+                return
+        for r, problem in (
+            (_walk_free(T.f_next, m, T.f_freed[m], T.n_f[m], f_seen), 7),
+            (_walk_free(T.v_next, m, T.v_freed[m], T.n_v[m], v_seen), 10),
+            (_walk_free(T.o_next, m, T.o_freed[m], T.n_o[m], o_seen), 14),
+        ):
+            if r >= 0:
+                out[0] = problem
+                out[2] = r
+                return
+        for cls, at, ln, live, problem in (
+            (T.wc, T.d_at, T.d_len, np.ones(nn, np.bool_), 17),
+            (T.wc, T.fw_at, T.fw_len, f_seen, 17),
+            (T.wc, T.vw_at, T.vw_len, v_seen, 17),
+            (T.gc, T.g_at, T.g_len, o_seen, 19),
+        ):
+            r = _out_of_order(cls, at, ln, m, live)
+            if r >= 0:
+                out[0] = problem
+                out[2] = r
+                return
+        out[2] = 0
+        if (_caps(T.d_len, m, nn) + _caps(T.fw_len, m, T.n_f[m]) + _caps(T.vw_len, m, T.n_v[m])
+                > T.w_used[m]):  # fmt: skip
+            out[0] = 18
+            return
+        if _caps(T.g_len, m, T.n_o[m]) > T.g_used[m]:
+            out[0] = 20
+            return
+
+
 one_specialisation(globals())  # after every kernel: one compiled version per argument type
