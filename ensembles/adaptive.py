@@ -82,18 +82,49 @@ def state_arrays(st) -> dict[str, np.ndarray]:
 
 def load_state_arrays(st, arrays: dict[str, np.ndarray]) -> None:
     """Load ``state_arrays`` output into ``st`` (built with the same options), in place."""
-    adwin.load_adwin_arrays(st.adwin, arrays, "adwin.")
-    src = np.asarray(arrays["ddm.state"])
-    if src.shape != st.ddm.shape or src.dtype != st.ddm.dtype:
-        raise ValueError(f"state array ddm.state has shape {src.shape} / {src.dtype}")
-    st.ddm[...] = src
-    for name in _SAVED:
-        src = np.asarray(arrays[f"window.{name}"])
-        dst = getattr(st, name)
+    loaded = {}
+    for name, dst in [("ddm.state", st.ddm)] + [(f"window.{n}", getattr(st, n)) for n in _SAVED]:
+        src = np.asarray(arrays[name])
         if src.shape != dst.shape or src.dtype != dst.dtype:
-            raise ValueError(f"state array window.{name} has shape {src.shape} / {src.dtype}, "
+            raise ValueError(f"state array {name} has shape {src.shape} / {src.dtype}, "
                              f"want {dst.shape} / {dst.dtype}")  # fmt: skip
-        dst[...] = src
+        loaded[name] = src
+    _check_window(loaded)
+    adwin.load_adwin_arrays(st.adwin, arrays, "adwin.")
+    st.ddm[...] = loaded["ddm.state"]
+    for name in _SAVED:
+        getattr(st, name)[...] = loaded[f"window.{name}"]
+
+
+def _check_window(a: dict[str, np.ndarray]) -> None:
+    """``ValueError`` naming the array unless the saved window and DDM detectors are ones the
+    kernels make: the ring's position and fill within the window (the position the fill while
+    it fills), each member's counts those of its entries, counts >= 0; DDM counts whole numbers,
+    rates in [0, 1] (their minima may be infinite: none yet), warnings 0 or 1.
+    (A forged position made the next learn write outside the window.)"""
+
+    def refuse(name: str, what: str) -> None:
+        raise ValueError(f"state array {name}: {what} (a forged or damaged state)")
+
+    pred, y = a["window.win_pred"], a["window.win_y"]
+    pos, filled, resets = (int(v) for v in a["window.counters"])
+    W = pred.shape[0]
+    if not 0 <= filled <= W or not (pos == filled if filled < W else 0 <= pos < W or W == 0):
+        refuse("window.counters", f"a position or fill outside the window of {W}")
+    if resets < 0 or (a["window.resets"] < 0).any() or (y < 0).any() or (pred < ak.WRONG).any():
+        refuse("window.counters" if resets < 0 else "window.resets", "a negative count or class")
+    counted = pred != ak.RESET
+    if (counted[filled:].any()) or (a["window.win_n"] != counted.sum(axis=0)).any():
+        refuse("window.win_n", "counts that are not the window's entries")
+    if (a["window.win_ok"] != (pred == y[:, None]).sum(axis=0)).any():
+        refuse("window.win_ok", "counts that are not the window's right answers")
+    d = a["ddm.state"]
+    n, p_s, mins = d[:, ddm.N], d[:, [ddm.P, ddm.S]], d[:, [ddm.P_MIN, ddm.S_MIN]]
+    if not ((n >= 0) & (n <= 2.0**53) & (n == np.floor(n))).all():
+        refuse("ddm.state", "a count that is not a whole number >= 0")
+    if not (((p_s >= 0) & (p_s <= 1)).all() and (mins >= 0).all()
+            and np.isin(d[:, ddm.WARNING], (0.0, 1.0)).all()):  # fmt: skip
+        refuse("ddm.state", "an error rate outside [0, 1] (or NaN), or a warning not 0 or 1")
 
 
 def describe(st, window: int, drift: str | None) -> dict:

@@ -78,14 +78,48 @@ def adwin_arrays(st: AdwinState, prefix: str) -> dict[str, np.ndarray]:
 
 
 def load_adwin_arrays(st: AdwinState, arrays: dict[str, np.ndarray], prefix: str) -> None:
-    """Load ``adwin_arrays`` output into ``st`` (same number of detectors), in place."""
+    """Load ``adwin_arrays`` output into ``st`` (same number of detectors), in place, once it is
+    checked (``check_adwin``)."""
+    loaded = adwin_state(st.cnt.shape[0])
     for name in AdwinState._fields:
         src = np.asarray(arrays[prefix + name])
-        dst = getattr(st, name)
-        if src.dtype != dst.dtype or src.shape[0] != dst.shape[0] or src.shape[1] > dst.shape[1]:
+        dst = getattr(loaded, name)
+        if (src.dtype != dst.dtype or src.ndim != dst.ndim
+                or any(s > d for s, d in zip(src.shape, dst.shape, strict=True))
+                or src.shape[0] != dst.shape[0]):  # fmt: skip
             raise ValueError(f"state array {prefix + name} has shape {src.shape} / {src.dtype}")
-        dst[...] = 0
         dst[tuple(slice(0, n) for n in src.shape)] = src
+    check_adwin(loaded, prefix)
+    for name in AdwinState._fields:
+        getattr(st, name)[...] = getattr(loaded, name)
+
+
+def check_adwin(st: AdwinState, prefix: str) -> None:
+    """``ValueError`` naming the array unless every detector's window is one the kernels make:
+    0..MAX_BUCKETS buckets per level, none above the levels in use (0..LEVELS) and some in the
+    highest, a width that is the buckets' values, finite sums. (A forged bucket count made a
+    check read and write outside the arrays.)"""
+    cnt, iv = st.cnt, st.iv
+    levels = iv[:, N_LEVELS]
+
+    def refuse(name: str, what: str) -> None:
+        raise ValueError(f"state array {prefix + name}: {what} (a forged or damaged state)")
+
+    if ((cnt < 0) | (cnt > MAX_BUCKETS)).any():
+        refuse("cnt", f"a level with buckets outside 0..{MAX_BUCKETS}")
+    if ((levels < 0) | (levels > LEVELS)).any():
+        refuse("iv", f"levels in use outside 0..{LEVELS}")
+    above = np.arange(LEVELS) >= levels[:, None]
+    top = np.take_along_axis(cnt, np.maximum(levels - 1, 0)[:, None], axis=1)[:, 0]
+    if (cnt[above] != 0).any() or ((levels > 0) & (top == 0)).any():
+        refuse("cnt", "buckets above the levels in use, or none in the highest")
+    if (iv[:, WIDTH] != (cnt << np.arange(LEVELS)).sum(axis=1)).any():
+        refuse("iv", "a width that is not the buckets' values")
+    if (iv[:, TICKS] < 0).any() or (iv[:, N_CHANGES] < 0).any():
+        refuse("iv", "a negative count")
+    for name in ("tot", "var", "fs"):
+        if not np.isfinite(getattr(st, name)).all():
+            refuse(name, "a sum that is not finite")
 
 
 @nb.njit(cache=True, inline="always")

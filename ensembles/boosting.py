@@ -242,10 +242,14 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
         return out
 
     def _load_extra(self, arrays: dict[str, np.ndarray]) -> None:
-        self._lam[0] = np.asarray(arrays["boost.lam_sc"], dtype=np.float64)
-        self._lam[1] = np.asarray(arrays["boost.lam_sw"], dtype=np.float64)
-        if self.lambda_rule == "moa":
-            self._lam[2, :1] = np.asarray(arrays["boost.seen"], dtype=np.float64)
+        names = ("boost.lam_sc", "boost.lam_sw") + (("boost.seen",) if self.lambda_rule == "moa"
+                                                      else ())  # fmt: skip
+        for row, name in enumerate(names):
+            src = np.asarray(arrays[name], dtype=np.float64)
+            if not (np.isfinite(src) & (src >= 0)).all():  # (sums of weights; NaN: 0 / 0)
+                raise ValueError(f"state array {name}: a sum that is negative or not finite "
+                                 "(a forged or damaged state)")  # fmt: skip
+            self._lam[row, : 1 if name == "boost.seen" else None] = src
         if self.adaptive:
             adaptive.load_state_arrays(self._float_state, arrays)
 

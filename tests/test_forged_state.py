@@ -124,6 +124,22 @@ def test_out_of_range_indices_in_a_saved_state_are_refused(name) -> None:
                    for line in lines) >= 4  # fmt: skip
 
 
+# the scripts' way to try a forged state: prints "<label> refused <message as JSON>", or "<label>
+# loaded" once the model has predicted and learned ``examples`` (a crash or hang fails _run)
+TRY_LOAD = r"""
+def try_load(good, arrays, label, examples):
+    print(label, end=" ", flush=True)
+    try:
+        loaded = load_state({"header": good["header"], "arrays": arrays})
+    except ValueError as exc:
+        print("refused", json.dumps(str(exc)), flush=True)
+        return
+    for x, y in examples:
+        loaded.predict_proba_one(x)
+        loaded.learn_one(x, y)
+    print("loaded", flush=True)
+"""
+
 # In range and without cycles, but not a state the kernels make: one forgery per problem
 # ``check_structure`` names (``STRUCTURE_PROBLEMS``). Before it, such states loaded, and some
 # made a later call loop for ever (a row on two lists is freed twice: a free list onto itself).
@@ -203,23 +219,17 @@ CASES = {
 assert sorted(CASES) == sorted(name for name, _ in STRUCTURE_PROBLEMS)
 x = {"a": 0.7, "b": 0.1, "c": "w", "d": "p"}
 load_state(good).predict_proba_one(x)  # (as saved: loads)
+after = []
+for i in range(200):
+    x = {"a": rng.random(), "b": rng.gauss(0, 1), "c": "uvwxyz"[i % 6], "d": rng.choice("pq")}
+    after.append((x, "l" if x["c"] in "uv" else "mn"[x["a"] > 0.5]))
 for case, edits in CASES.items():
-    forged = {"header": good["header"], "arrays": dict(good["arrays"])}
+    arrays = dict(good["arrays"])
     for name, at, value in edits:
-        a = forged["arrays"]["tree." + name].astype(np.int64)
+        a = arrays["tree." + name].astype(np.int64)
         a[at] = value
-        forged["arrays"]["tree." + name] = a
-    print(case, end=" ", flush=True)
-    try:
-        loaded = load_state(forged)
-    except ValueError as exc:
-        print("refused", json.dumps(str(exc)), flush=True)
-        continue
-    for i in range(200):
-        x = {"a": rng.random(), "b": rng.gauss(0, 1), "c": "uvwxyz"[i % 6], "d": rng.choice("pq")}
-        loaded.predict_proba_one(x)
-        loaded.learn_one(x, "l" if x["c"] in "uv" else "mn"[x["a"] > 0.5])
-    print("loaded", flush=True)
+        arrays["tree." + name] = a
+    try_load(good, arrays, case, after)
 """
 
 
@@ -235,13 +245,22 @@ def _run(script: str, *args: str, timeout: int = 300) -> list[str]:
     return lines
 
 
-def test_states_that_do_not_hold_together_are_refused_naming_the_array() -> None:
-    lines = _run(STRUCTURE_SCRIPT)
-    assert len(lines) == 20, lines
+def _refusals(script: str, cases: int) -> list[tuple[str, str]]:
+    """(label, message) of each of the ``cases`` forgeries ``script`` tries (``TRY_LOAD``), every
+    one of which must be refused."""
+    lines = _run(TRY_LOAD + script)
+    assert len(lines) == cases, lines
+    out = []
     for line in lines:
-        case, verdict, *message = line.split(" ", 2)
+        label, verdict, *message = line.split(" ", 2)
         assert verdict == "refused", line
-        assert f"state array tree.{case}:" in json.loads(message[0]), line
+        out.append((label, json.loads(message[0])))
+    return out
+
+
+def test_states_that_do_not_hold_together_are_refused_naming_the_array() -> None:
+    for case, message in _refusals(STRUCTURE_SCRIPT, 20):
+        assert f"state array tree.{case}:" in message, (case, message)
 
 
 # Random forgeries of 1-3 integer fields of a saved state (in range, or one off, or a value the
@@ -276,7 +295,19 @@ def rows(rng, n):
 
 
 goods = []
-if sys.argv[2] == "current":
+if sys.argv[2] == "extras":  # the arrays beside the trees: detectors, window, boosting, MLP
+    SPECS = [
+        {"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 2, "seed": 3,
+         "params": {"grace_period": 30, "drift": "adwin", "window": 60}},
+        {"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 3, "seed": 5,
+         "params": {"grace_period": 30, "drift": "ddm", "vote": "weighted", "window": 50}},
+        {"ensemble": "bagging", "learner": "naive_bayes", "n_models": 3, "seed": 6,
+         "params": {"drift": "adwin", "poisson_lambda": 6.0, "output_codes": True}},
+        {"ensemble": "boosting", "learner": "hoeffding_tree", "n_models": 3, "seed": 7,
+         "params": {"grace_period": 30, "drift": "adwin", "window": 30}},
+        {"ensemble": "bagging", "learner": "mlp", "n_models": 2, "seed": 8},
+    ]  # fmt: skip
+if sys.argv[2] in ("current", "extras"):
     for spec in SPECS:
         model = build_model(spec)
         for x, y in rows(random.Random(3), 1500):
@@ -305,21 +336,26 @@ for t in range(int(sys.argv[1])):
     rng = random.Random(t)
     good = goods[t % len(goods)]
     forged = dict(good["arrays"])
-    INT = sorted(k[5:] for k, a in forged.items()
-                 if k.startswith("tree.") and a.dtype.kind == "i" and a.size)
+    names = sorted(k for k, a in forged.items() if a.size and (
+        a.dtype.kind in "if" if sys.argv[2] == "extras" and not k.startswith("tree.")
+        else a.dtype.kind == "i" and k.startswith("tree.")))  # fmt: skip
     for _ in range(rng.randint(1, 3)):
-        f = rng.choice(INT)
-        a = forged["tree." + f].astype(np.int64)
+        f = rng.choice(names)
+        a = forged[f].astype(np.int64 if forged[f].dtype.kind == "i" else np.float64)
         flat = a.reshape(-1)
         i = rng.randrange(a.size)
         r = rng.random()
-        if r < 0.6:
+        if a.dtype.kind == "f":  # (extras only)
+            flat[i] = rng.choice([np.nan, np.inf, -1.0, 0.0, 1e300, flat[rng.randrange(a.size)]])
+        elif r < 0.5:
             flat[i] = rng.randint(-1, max(int(a.max()), 1))
-        elif r < 0.85:
+        elif r < 0.7:
             flat[i] = flat[rng.randrange(a.size)]
-        else:
+        elif r < 0.9 or sys.argv[2] != "extras":
             flat[i] += rng.choice((-1, 1))
-        forged["tree." + f] = a
+        else:
+            flat[i] = rng.choice((2**40, -(2**40)))
+        forged[f] = a
     pid = os.fork()
     if pid == 0:
         resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
@@ -331,6 +367,7 @@ for t in range(int(sys.argv[1])):
             m.predict_proba_one(x)
             m.learn_one(x, y)
         m.to_state()
+        json.dumps(m.describe() if hasattr(m, "describe") else {}, allow_nan=False)
         os._exit(0)
     deadline = time.monotonic() + 10
     while not (done := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
@@ -346,10 +383,14 @@ for t in range(int(sys.argv[1])):
 """
 
 
-@pytest.mark.parametrize(("version", "trials"), [("current", 300), ("older", 200)])
+@pytest.mark.parametrize(("version", "trials"), [("current", 300), ("older", 200),
+                                                  ("extras", 300)])  # fmt: skip
 def test_random_forgeries_of_a_state_never_crash_or_hang(version, trials) -> None:
     """Versions 3/4 (``check_structure``), and 1/2, which ``load_state`` converts: before they
-    were checked, 2 of 100 of the latter hung."""
+    were checked, 2 of 100 of the latter hung. ``extras``: the arrays beside the trees (ADWIN
+    buckets, the window, DDM, boosting's sums, an MLP's statistics), ints and floats; before
+    they were checked, 14 of 500 crashed (SIGSEGV) and 1 raised ZeroDivisionError; a forged
+    NaN made ``describe()`` unserialisable."""
     lines = _run(FUZZ_SCRIPT, str(trials), version, timeout=600)
     verdicts = [line.split()[1] for line in lines]
     assert len(verdicts) == trials
@@ -357,3 +398,54 @@ def test_random_forgeries_of_a_state_never_crash_or_hang(version, trials) -> Non
         line for line in lines if line.split()[1] not in ("ran", "refused")
     ]
     assert verdicts.count("ran") >= 30 and verdicts.count("refused") >= 30  # (both kinds met)
+
+
+# One forgery per check of the arrays beside the trees, each refused naming its array: before
+# the checks, the first two made a later learn read and write outside the arrays (SIGSEGV).
+EXTRAS_SCRIPT = r"""
+import json, random
+import numpy as np
+from ensembles import build_model, load_state
+
+CASES = [  # (spec params, array, index, value)
+    ({"drift": "adwin"}, "adwin.cnt", (0, 0), 2**40),
+    ({"drift": "adwin", "window": 40}, "window.counters", (0,), 10**6),
+    ({"drift": "adwin"}, "adwin.iv", (0, 0), 7),
+    ({"drift": "adwin"}, "adwin.fs", (0, 0), np.nan),
+    ({"drift": "ddm", "vote": "weighted", "window": 30}, "window.win_n", (1,), -31),
+    ({"drift": "ddm", "vote": "weighted", "window": 30}, "window.win_ok", (0,), 31),
+    ({"drift": "ddm"}, "ddm.state", (0, 1), np.nan),
+    ({"drift": "ddm"}, "ddm.state", (0, 0), 0.5),
+    ("boosting", "boost.lam_sc", (0,), np.nan),
+    ("boosting", "boost.lam_sw", (1,), -1.0),
+    ("mlp", "m1.stat_w", (0,), -1.0),
+    ("mlp", "m0.w_out", (0, 0), np.inf),
+]
+rng = random.Random(3)
+data = [({"a": rng.random(), "b": rng.gauss(0, 1), "c": "uvwxyz"[i % 6]},) for i in range(400)]
+data = [(x, "l" if x["c"] in "uv" else "mn"[x["a"] > 0.5]) for (x,) in data]
+for params, name, at, value in CASES:
+    if params == "boosting":
+        spec = {"ensemble": "boosting", "learner": "naive_bayes", "n_models": 3, "seed": 2}
+    elif params == "mlp":
+        spec = {"ensemble": "bagging", "learner": "mlp", "n_models": 2, "seed": 8}
+    else:
+        spec = {"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 2, "seed": 3,
+                "params": {"grace_period": 30, **params}}
+    model = build_model(spec)
+    for x, y in data:
+        model.learn_one(x, y)
+    good = model.to_state()
+    load_state(good)  # (as saved: loads)
+    arrays = dict(good["arrays"])
+    a = np.array(arrays[name])
+    a[at] = value
+    arrays[name] = a
+    try_load(good, arrays, name, data)
+"""
+
+
+def test_forged_detectors_windows_and_sums_are_refused_naming_the_array() -> None:
+    for name, message in _refusals(EXTRAS_SCRIPT, 12):
+        member_array = name.startswith(("m0.", "m1."))  # (an MLP member's: "MLP state: ...")
+        assert (name[3:] if member_array else name) in message, (name, message)
