@@ -24,7 +24,15 @@ from typing import Any
 import numba as nb
 import numpy as np
 
-from learners.base import BatchMixin, Label, RiverEstimator, State, argmax_label, check_weight
+from learners.base import (
+    MAX_WEIGHT,
+    BatchMixin,
+    Label,
+    RiverEstimator,
+    State,
+    argmax_label,
+    check_weight,
+)
 from learners.schema import (
     FeatureTypeError,
     category_text,
@@ -708,6 +716,7 @@ class ExactTree(BatchMixin, RiverEstimator):
         if header.get("type") != "ExactTree":
             raise ValueError(f"state is for {header.get('type')!r}, not ExactTree")
         tree = cls(**header["params"])
+        _check_state(header, arrays)
         for col, (name, kind) in enumerate(header["features"]):
             tree._features.append(name)
             tree._col[name] = col
@@ -732,3 +741,39 @@ class ExactTree(BatchMixin, RiverEstimator):
             f"ExactTree(max_depth={self.max_depth!r}, min_gain={self.min_gain!r}, "
             f"split={self.split!r})"
         )
+
+
+def _check_state(header: dict[str, Any], arrays: dict[str, Any]) -> None:
+    """``ValueError`` naming what is wrong unless a saved state holds examples a tree could have
+    stored: features of a known kind with distinct names and categories, distinct classes, and
+    one row of ``X``, ``y`` and ``w`` per example, each cell a finite number or NaN (missing) and,
+    in a categorical column, a code of its vocabulary; class codes of the classes, weights in
+    (0, MAX_WEIGHT]. A forged code indexed past the kernels' tables (heap corruption) or failed
+    a later call."""
+
+    def refuse(what: str, name: str = "header") -> None:
+        raise ValueError(f"ExactTree state {name}: {what} (a forged or damaged state)")
+
+    features, vocab, classes = header["features"], header["vocab"], header["classes"]
+    if len(vocab) != len(features) or any(kind not in (_CAT, _NUM) for _, kind in features):
+        refuse("features of an unknown kind, or a vocabulary per feature missing")
+    if len({name for name, _ in features}) != len(features) or len(set(classes)) != len(classes):
+        refuse("a feature or class named twice")
+    if any(len(set(values)) != len(values) for values in vocab):
+        refuse("a category twice in a vocabulary")
+    X = np.asarray(arrays["X"], dtype=np.float64)
+    y, w = np.asarray(arrays["y"]), np.asarray(arrays["w"], dtype=np.float64)
+    n = X.shape[0] if X.ndim == 2 else -1
+    if X.ndim != 2 or X.shape[1] != len(features) or y.shape != (n,) or w.shape != (n,):
+        refuse(f"shapes X {X.shape}, y {y.shape}, w {w.shape}, not one row per example of "
+               f"{len(features)} features", "X/y/w")  # fmt: skip
+    if y.dtype.kind not in "iu" or ((y < 0) | (y >= len(classes))).any():
+        refuse(f"a class code outside 0..{len(classes) - 1}", "y")
+    if not ((w > 0) & (w <= MAX_WEIGHT)).all():
+        refuse(f"a weight outside (0, {MAX_WEIGHT:g}]", "w")
+    if np.isinf(X).any():
+        refuse("an infinite value", "X")
+    for col, (name, kind) in enumerate(features):
+        codes = X[:, col][~np.isnan(X[:, col])]
+        if kind == _CAT and ((codes < 0) | (codes >= len(vocab[col])) | (codes % 1 != 0)).any():
+            refuse(f"a code of feature {name!r} outside its {len(vocab[col])} categories", "X")

@@ -468,7 +468,7 @@ class MLP(ManyMixin, RiverEstimator):
                 raise ValueError(f"MLP state: {name} has {arr.shape[0]} rows, expected {n}")
             if not np.isfinite(arr).all() or (name in _SUMS and (arr < 0).any()):
                 what = "a negative or non-finite sum" if name in _SUMS else "a non-finite value"
-                raise ValueError(f"MLP state: {name} holds {what} (a forged or damaged state)")
+                raise ValueError(f"MLP state {name}: {what} (a forged or damaged state)")
             getattr(net, "_" + name)[:n] = arr
         return net
 

@@ -306,6 +306,7 @@ if sys.argv[2] == "extras":  # the arrays beside the trees: detectors, window, b
         {"ensemble": "boosting", "learner": "hoeffding_tree", "n_models": 3, "seed": 7,
          "params": {"grace_period": 30, "drift": "adwin", "window": 30}},
         {"ensemble": "bagging", "learner": "mlp", "n_models": 2, "seed": 8},
+        {"ensemble": "bagging", "learner": "exact_tree", "n_models": 2, "seed": 10},
     ]  # fmt: skip
 if sys.argv[2] in ("current", "extras"):
     for spec in SPECS:
@@ -400,8 +401,9 @@ def test_random_forgeries_of_a_state_never_crash_or_hang(version, trials) -> Non
     assert verdicts.count("ran") >= 30 and verdicts.count("refused") >= 30  # (both kinds met)
 
 
-# One forgery per check of the arrays beside the trees, each refused naming its array: before
-# the checks, the first two made a later learn read and write outside the arrays (SIGSEGV).
+# One forgery per check of the arrays beside the trees and of the other members' states, each
+# refused naming its array: before the checks, the first two made a later learn read and write
+# outside the arrays (SIGSEGV), and forged ExactTree codes corrupted the heap.
 EXTRAS_SCRIPT = r"""
 import json, random
 import numpy as np
@@ -420,6 +422,9 @@ CASES = [  # (spec params, array, index, value)
     ("boosting", "boost.lam_sw", (1,), -1.0),
     ("mlp", "m1.stat_w", (0,), -1.0),
     ("mlp", "m0.w_out", (0, 0), np.inf),
+    ("exact", "m0.y", (0,), 3),
+    ("exact", "m1.X", (0, 2), 6.0),
+    ("exact", "m0.w", (1,), 0.0),
 ]
 rng = random.Random(3)
 data = [({"a": rng.random(), "b": rng.gauss(0, 1), "c": "uvwxyz"[i % 6]},) for i in range(400)]
@@ -427,8 +432,9 @@ data = [(x, "l" if x["c"] in "uv" else "mn"[x["a"] > 0.5]) for (x,) in data]
 for params, name, at, value in CASES:
     if params == "boosting":
         spec = {"ensemble": "boosting", "learner": "naive_bayes", "n_models": 3, "seed": 2}
-    elif params == "mlp":
-        spec = {"ensemble": "bagging", "learner": "mlp", "n_models": 2, "seed": 8}
+    elif params in ("mlp", "exact"):
+        spec = {"ensemble": "bagging", "learner": "mlp" if params == "mlp" else "exact_tree",
+                "n_models": 2, "seed": 8}
     else:
         spec = {"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 2, "seed": 3,
                 "params": {"grace_period": 30, **params}}
@@ -446,6 +452,8 @@ for params, name, at, value in CASES:
 
 
 def test_forged_detectors_windows_and_sums_are_refused_naming_the_array() -> None:
-    for name, message in _refusals(EXTRAS_SCRIPT, 12):
-        member_array = name.startswith(("m0.", "m1."))  # (an MLP member's: "MLP state: ...")
-        assert (name[3:] if member_array else name) in message, (name, message)
+    for name, message in _refusals(EXTRAS_SCRIPT, 15):
+        member_array = name.startswith(
+            ("m0.", "m1.")
+        )  # ("MLP state stat_w: ...", "ExactTree state y: ...")
+        assert (name[3:] if member_array else name) + ":" in message, (name, message)
