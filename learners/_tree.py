@@ -2233,6 +2233,8 @@ STRUCTURE_PROBLEMS = (
     ("w_used", "blocks larger than the pool in use"),
     ("gc", "a block's classes out of order"),
     ("g_used", "blocks larger than the pool in use"),
+    ("wv", "a class weight that is not > 0"),
+    ("gv", "a Gaussian without weight > 0, or a fresh cached variance not > 0 or -1"),
 )  # fmt: skip
 
 
@@ -2309,6 +2311,22 @@ def _out_of_order(cls, at, ln, m, live):
                 return r
             prev = k
     return -1
+
+
+@nb.njit(cache=True)
+def _gaussians_ok(T, m, o):
+    """Whether observer o's Gaussians all have weight > 0 and, where its cache is fresh
+    (``o_fresh`` != 0; but entry q of SETTLED + 1 + q), a variance > 0 (inf included) or -1
+    (what ``gaussian_cache`` writes; naive Bayes divides by it)."""
+    fr = T.o_fresh[m, o]
+    for i in range(T.g_len[m, o]):
+        b = (T.g_at[m, o] + i) * NUM_STATS
+        if not T.gv[m, b + W] > 0.0:
+            return False
+        var = T.gv[m, b + VAR]
+        if fr != 0 and fr != SETTLED + 1 + i and not (var > 0.0 or var == -1.0):
+            return False
+    return True
 
 
 @nb.njit(cache=True)
@@ -2457,6 +2475,19 @@ def check_structure(T, code_attr, n_cat, n_num, out):
         if _caps(T.g_len, m, T.n_o[m]) > T.g_used[m]:
             out[0] = 20
             return
+        for at, ln, live in ((T.d_at, T.d_len, np.ones(nn, np.bool_)),
+                             (T.fw_at, T.fw_len, f_seen), (T.vw_at, T.vw_len, v_seen)):  # fmt: skip
+            for r in range(live.shape[0]):
+                for i in range(ln[m, r] if live[r] else 0):
+                    if not T.wv[m, at[m, r] + i] > 0.0:  # (NaN too)
+                        out[0] = 21
+                        out[2] = r
+                        return
+        for o in range(T.n_o[m]):
+            if o_seen[o] and not _gaussians_ok(T, m, o):
+                out[0] = 22
+                out[2] = o
+                return
 
 
 one_specialisation(globals())  # after every kernel: one compiled version per argument type

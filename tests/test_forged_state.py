@@ -147,7 +147,8 @@ STRUCTURE_SCRIPT = r"""
 import json, random, sys
 import numpy as np
 from ensembles import build_model, load_state
-from learners._tree import CATEGORICAL_SPLIT, LEAF, NUMERIC_SPLIT, STRUCTURE_PROBLEMS
+from learners._tree import (CATEGORICAL_SPLIT, LEAF, NUM_STATS, NUMERIC_SPLIT,
+                            STRUCTURE_PROBLEMS, W)
 
 model = build_model({"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 2,
                      "seed": 1, "params": {"grace_period": 30}})
@@ -158,6 +159,7 @@ for i in range(1500):
 good = model.to_state()
 A = {k[5:]: v.astype(np.int64) for k, v in good["arrays"].items() if k.startswith("tree.")
      and v.dtype.kind == "i"}
+assert NUM_STATS == 7 and W == 0
 m = 0
 nn = int(A["n_nodes"][m])
 kinds = A["kind"][m, :nn]
@@ -215,6 +217,8 @@ CASES = {
     "w_used": [("w_used", (m,), 0)],
     "gc": [("gc", (m, A["g_at"][m, g_two] + 1), int(A["gc"][m, A["g_at"][m, g_two]]))],
     "g_used": [("g_used", (m,), 0)],
+    "wv": [("wv", (m, A["d_at"][m, d_two]), 0.0)],
+    "gv": [("gv", (m, A["g_at"][m, g_two] * 7), -1.0)],  # (its weight: NUM_STATS = 7, W = 0)
 }
 assert sorted(CASES) == sorted(name for name, _ in STRUCTURE_PROBLEMS)
 x = {"a": 0.7, "b": 0.1, "c": "w", "d": "p"}
@@ -226,7 +230,8 @@ for i in range(200):
 for case, edits in CASES.items():
     arrays = dict(good["arrays"])
     for name, at, value in edits:
-        a = arrays["tree." + name].astype(np.int64)
+        a = arrays["tree." + name].copy()
+        a = a.astype(np.int64) if a.dtype.kind == "i" else a
         a[at] = value
         arrays["tree." + name] = a
     try_load(good, arrays, case, after)
@@ -259,7 +264,7 @@ def _refusals(script: str, cases: int) -> list[tuple[str, str]]:
 
 
 def test_states_that_do_not_hold_together_are_refused_naming_the_array() -> None:
-    for case, message in _refusals(STRUCTURE_SCRIPT, 20):
+    for case, message in _refusals(STRUCTURE_SCRIPT, 22):
         assert f"state array tree.{case}:" in message, (case, message)
 
 
