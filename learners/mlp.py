@@ -43,8 +43,9 @@ S_CLIP = 40.0  # pre-activations are clipped to [-S_CLIP, S_CLIP] before the sig
 # what a weight block initialises (the hash keys): hidden bias, numeric inputs, category inputs,
 # output weights, output bias
 _B_HID, _W_NUM, _W_CAT, _W_OUT, _B_OUT = 1, 2, 3, 4, 5
-# the state arrays that are sums of weights (>= 0; a negative one made a learn divide by 0)
-_SUMS = ("stat_w", "stat_m2", "code_w", "cls_w")
+# the state arrays that are sums of weights, never < 0 (a negative one made a learn divide by 0);
+# any of them may be inf or NaN after hostile values (1e300 squared), as may the weights
+_SUMS = ("stat_w", "code_w", "cls_w")
 _MEMBER = 6  # the hash key of an ensemble member's init_seed
 _M64 = (1 << 64) - 1
 
@@ -466,9 +467,8 @@ class MLP(ManyMixin, RiverEstimator):
             arr = np.asarray(a[name], dtype=np.float64)
             if arr.shape[0] != n:
                 raise ValueError(f"MLP state: {name} has {arr.shape[0]} rows, expected {n}")
-            if not np.isfinite(arr).all() or (name in _SUMS and (arr < 0).any()):
-                what = "a negative or non-finite sum" if name in _SUMS else "a non-finite value"
-                raise ValueError(f"MLP state {name}: {what} (a forged or damaged state)")
+            if name in _SUMS and (arr < 0).any():  # (inf and NaN: hostile values make them)
+                raise ValueError(f"MLP state {name}: a negative sum (a forged or damaged state)")
             getattr(net, "_" + name)[:n] = arr
         return net
 
