@@ -247,8 +247,8 @@ def _check_dense(dense: dict[str, tuple[np.ndarray, tuple[int, ...]]], n_classes
         if a.ndim != len(shape) or any(
             want >= 0 and have != want for have, want in zip(a.shape, shape, strict=True)
         ):
-            raise ValueError(f"state array {prefix + name}: shape {a.shape}, not {shape} "
-                             "(-1: any length, -2: the classes; a forged or damaged state)")  # fmt: skip
+            raise ValueError(f"state array {prefix + name}: shape {a.shape}, not {shape} (-1: "
+                             "any length, -2: the classes; a forged or damaged state)")  # fmt: skip
         weights = a[..., W] if name == "num" else a  # (a Gaussian's weight)
         extra = np.moveaxis(weights, shape.index(_CLASSES), -1)[..., max(n_classes, 1) :]
         if (extra > 0).any():
@@ -1135,9 +1135,10 @@ class TreeBank:
         M, N, L = self.M, kind.shape[1], old["last"].shape[1]
         if kind.shape[0] != M:
             raise ValueError(f"state has {kind.shape[0]} members, model has {M}")
-        _check_dense({"dist": (old["dist"], (M, N, _CLASSES)), "cat": (cat, (M, L, _ANY, _CLASSES)),
-                      "catw": (catw, (M, L, _ANY, _CLASSES)), "num": (num, (M, L, _ANY, _CLASSES, NUM_STATS))},
-                     len(s.classes), prefix)  # fmt: skip
+        shapes = {"dist": (old["dist"], (M, N, _CLASSES)), "cat": (cat, (M, L, _ANY, _CLASSES)),
+                  "catw": (catw, (M, L, _ANY, _CLASSES)),
+                  "num": (num, (M, L, _ANY, _CLASSES, NUM_STATS))}  # fmt: skip
+        _check_dense(shapes, len(s.classes), prefix)
         _, _, K, C = cat.shape
         A, J = catw.shape[2], num.shape[2]
         if nvals.shape != (M, L, A) or K > len(s.code_attr) or A > s.n_cat or J > s.n_num:
