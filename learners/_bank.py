@@ -22,7 +22,6 @@ from ._tree import (
     NUM_STATS,
     NUMERIC_SPLIT,
     POOL_FIELDS,
-    SETTLED,
     STATE_FIELDS,
     STRUCTURE_PROBLEMS,
     TreeParams,
@@ -144,8 +143,7 @@ def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_ca
     pointer out of range. Checked: every count within the rows saved (so a state cannot ask a
     load for more memory than its own size), every row pointer in -1..rows-1, every class block
     inside its pool, every class code of a pool below the model's classes, each split's and
-    each row's feature among the model's features of its kind, and the Gaussian freshness marks
-    within their blocks; and that no walk of a tree or a list goes on for ever (no node reached
+    each row's feature among the model's features of its kind; and that no walk of a tree or a list goes on for ever (no node reached
     twice from the root, every list row reaching the end). The rest of a state's consistency
     (a tail that is not its list's last row, a count below the rows in use, a row on two
     lists, ...), with which a later call could still loop, is ``_tree.check_structure``'s, run
@@ -205,8 +203,6 @@ def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_ca
         live = np.arange(parts[name].shape[1]) < parts[count][:, None]
         if (live & ((parts[name] < 0) | (parts[name] >= width))).any():
             refuse(name, f"a feature id outside 0..{width - 1}")
-    if "o_fresh" in parts and (parts["o_fresh"] > SETTLED + _block_caps(parts["g_len"])).any():
-        refuse("o_fresh", "a freshness mark outside its block")
     # no walk goes on for ever (pointers are in range from here on). The tree: nodes are only
     # added (or all dropped), so a member's live nodes 0..n_nodes-1 point at live nodes, and
     # each is the child or the next sibling of at most one of them, the root of none: a walk

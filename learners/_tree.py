@@ -2235,6 +2235,7 @@ STRUCTURE_PROBLEMS = (
     ("g_used", "blocks larger than the pool in use"),
     ("wv", "a class weight that is not > 0"),
     ("gv", "a Gaussian without weight > 0, or a fresh cached variance not > 0 or -1"),
+    ("o_fresh", "a freshness mark past its observer's classes"),
 )  # fmt: skip
 
 
@@ -2346,8 +2347,9 @@ def check_structure(T, code_attr, n_cat, n_num, out):
     a category of its feature (or OTHER_BRANCH), once; every feature row, value row and observer
     is below its pool's count and on at most one list (a leaf's, a feature row's or the free
     list); a list's tail is its last row; a leaf has one row per feature, a feature row one per
-    category of its feature, and ``nvals`` of them; a class block's classes increase; and the
-    blocks below the counts fit in the part of the pool in use (compaction copies them into an
+    category of its feature, and ``nvals`` of them; a class block's classes increase; a live
+    observer's freshness mark names one of its entries (a freed one's is stale and never read);
+    and the blocks below the counts fit in the part of the pool in use (compaction copies them into an
     array that large). States that break one of these made later calls loop for ever (a row on
     two lists is freed twice: a free list onto itself) or write outside the arrays (a leaf
     without a slot, a split without a branch the example takes). ``out`` gets (problem, member,
@@ -2447,6 +2449,7 @@ def check_structure(T, code_attr, n_cat, n_num, out):
                 out[0] = 13
                 out[2] = f
                 return
+        o_live = o_seen.copy()  # (freed rows' marks are stale: never read, reset when taken)
         for r, problem in (
             (_walk_free(T.f_next, m, T.f_freed[m], T.n_f[m], f_seen), 7),
             (_walk_free(T.v_next, m, T.v_freed[m], T.n_v[m], v_seen), 10),
@@ -2484,10 +2487,15 @@ def check_structure(T, code_attr, n_cat, n_num, out):
                         out[2] = r
                         return
         for o in range(T.n_o[m]):
-            if o_seen[o] and not _gaussians_ok(T, m, o):
-                out[0] = 22
-                out[2] = o
-                return
+            if o_live[o]:
+                if T.o_fresh[m, o] > SETTLED + T.g_len[m, o]:  # (entry q of SETTLED + 1 + q)
+                    out[0] = 23
+                    out[2] = o
+                    return
+                if not _gaussians_ok(T, m, o):
+                    out[0] = 22
+                    out[2] = o
+                    return
 
 
 one_specialisation(globals())  # after every kernel: one compiled version per argument type

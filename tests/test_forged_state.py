@@ -147,7 +147,7 @@ STRUCTURE_SCRIPT = r"""
 import json, random, sys
 import numpy as np
 from ensembles import build_model, load_state
-from learners._tree import (CATEGORICAL_SPLIT, LEAF, NUM_STATS, NUMERIC_SPLIT,
+from learners._tree import (CATEGORICAL_SPLIT, LEAF, NUM_STATS, NUMERIC_SPLIT, SETTLED,
                             STRUCTURE_PROBLEMS, W)
 
 model = build_model({"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 2,
@@ -219,6 +219,7 @@ CASES = {
     "g_used": [("g_used", (m,), 0)],
     "wv": [("wv", (m, A["d_at"][m, d_two]), 0.0)],
     "gv": [("gv", (m, A["g_at"][m, g_two] * 7), -1.0)],  # (its weight: NUM_STATS = 7, W = 0)
+    "o_fresh": [("o_fresh", (m, os_[0]), SETTLED + 1 + int(A["g_len"][m, os_[0]]))],
 }
 assert sorted(CASES) == sorted(name for name, _ in STRUCTURE_PROBLEMS)
 x = {"a": 0.7, "b": 0.1, "c": "w", "d": "p"}
@@ -264,7 +265,7 @@ def _refusals(script: str, cases: int) -> list[tuple[str, str]]:
 
 
 def test_states_that_do_not_hold_together_are_refused_naming_the_array() -> None:
-    for case, message in _refusals(STRUCTURE_SCRIPT, 22):
+    for case, message in _refusals(STRUCTURE_SCRIPT, 23):
         assert f"state array tree.{case}:" in message, (case, message)
 
 
