@@ -246,9 +246,11 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
                                                       else ())  # fmt: skip
         for row, name in enumerate(names):
             src = np.asarray(arrays[name], dtype=np.float64)
-            if (src < 0).any():  # (sums of weights: a negative one could divide by 0)
-                raise ValueError(f"state array {name}: a negative sum (a forged or damaged "
-                                 "state)")  # fmt: skip
+            # sums of weights, finite (a sum of ~1e308 would take absurd weights; a forged inf
+            # or NaN made describe() unserialisable, a negative one could divide by 0)
+            if not (np.isfinite(src) & (src >= 0)).all():
+                raise ValueError(f"state array {name}: a sum that is negative or not finite (a "
+                                 "forged or damaged state)")  # fmt: skip
             self._lam[row, : 1 if name == "boost.seen" else None] = src
         if self.adaptive:
             adaptive.load_state_arrays(self._float_state, arrays)

@@ -169,32 +169,45 @@ def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_ca
         a = parts[name]
         if a.ndim != 1 or ((a < 0) | (a > rows[group])).any():
             refuse(name, f"a count outside 0..{rows[group]}")
+
+    def in_use(name: str) -> np.ndarray | bool:
+        """The rows of array ``name`` a kernel may read: those below their member's count (the
+        rest are stale: a row is written in full when taken; a version-3 state keeps what a
+        member had before a reset, pointing anywhere), the first n_free of ``free``."""
+        group = _AXES.get(name)
+        if group is None:
+            return True
+        count = parts["n_free" if name == "free" else _COUNT_OF[group]]
+        return np.arange(parts[name].shape[1] // _WIDTH.get(name, 1)) < count[:, None]
+
     for name, group in _POINTS_AT.items():
         if name not in parts:
             continue
         a = parts[name]
-        if ((a < -1) | (a >= rows[group])).any():
+        if (((a < -1) | (a >= rows[group])) & in_use(name)).any():
             refuse(name, f"a row outside -1..{rows[group] - 1}")
     for at, length, pool in _BLOCKS:
         if at not in parts:
             continue
         first, n = parts[at], parts[length]
         used = first >= 0
-        if (
-            (n < 0) | (first < -1) | (used & (first + _block_caps(n) > parts[pool].shape[1]))
-        ).any():
+        outside = (n < 0) | (first < -1) | (used & (first + _block_caps(n) > parts[pool].shape[1]))
+        if (outside & in_use(at)).any():
             refuse(at, f"a class block outside the {pool} pool")
-        if (~used & (n > 0)).any():
+        if (~used & (n > 0) & in_use(at)).any():
             refuse(length, "entries without a block")
     for pool in ("wc", "gc"):
         if pool in parts and ((parts[pool] < -1) | (parts[pool] >= max(n_classes, 1))).any():
             refuse(pool, f"a class code outside -1..{n_classes - 1}")
-    kind, attr = parts["kind"], parts["attr"]
-    if (attr < -1).any() or ((kind != LEAF) & (attr < 0)).any():
+    kind, attr, nodes_live = parts["kind"], parts["attr"], in_use("kind")
+    if (((attr < -1) | ((kind != LEAF) & (attr < 0))) & nodes_live).any():
         refuse("attr", "a split on a negative feature")
     if (
-        ((kind == NUMERIC_SPLIT) & (attr >= n_num))
-        | ((kind == CATEGORICAL_SPLIT) & (attr >= n_cat))
+        (
+            ((kind == NUMERIC_SPLIT) & (attr >= n_num))
+            | ((kind == CATEGORICAL_SPLIT) & (attr >= n_cat))
+        )
+        & nodes_live
     ).any():
         refuse("attr", "a split on a feature the model does not have")
     for name, count, width in (("f_attr", "n_f", n_cat), ("o_attr", "n_o", n_num)):
@@ -218,13 +231,13 @@ def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_ca
         refs = np.bincount(np.concatenate(targets), minlength=M * nodes).reshape(M, nodes)
         if (refs > 1).any() or (refs[:, 0] > 0).any():
             refuse("child", "a node reached twice (a cycle or a shared subtree)")
-    # the lists: every row, live or freed, reaches the end (-1) of the list it is on; with
-    # pointer doubling, the 2^k-th successor of every row, k up to log2(rows) + 1
+    # the lists: every row below the count, live or freed, reaches the end (-1) of the list it is
+    # on; with pointer doubling, the 2^k-th successor of every row, k up to log2(rows) + 1
     for name in ("f_next", "v_next", "o_next"):
         if name not in parts:
             continue
-        nxt = parts[name]
-        R = nxt.shape[1]
+        nxt = np.where(in_use(name), parts[name], -1)  # (a live row pointing at a stale one:
+        R = nxt.shape[1]  # check_structure refuses it, past the count)
         if R == 0:
             continue
         jump = np.append(np.where(nxt >= 0, nxt + np.arange(M)[:, None] * R, -1).ravel(), -1)
@@ -252,6 +265,9 @@ def _check_dense(dense: dict[str, tuple[np.ndarray, tuple[int, ...]]], n_classes
                              f"0..{n_classes - 1} (a forged or damaged state)")  # fmt: skip
 
 
+# the count of each group's rows in use (per member)
+_COUNT_OF = {"N": "n_nodes", "L": "n_slots", "F": "n_f", "E": "n_v", "O": "n_o", "P": "w_used",
+             "Q": "g_used"}  # fmt: skip
 _POOL = {"N": "nodes", "L": "slots", "F": "features", "E": "values", "O": "observers",
          "P": "weights", "Q": "gaussians"}  # fmt: skip
 _WIDTH = {"gv": NUM_STATS}  # values per class entry, where not 1

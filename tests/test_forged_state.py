@@ -54,6 +54,8 @@ for field in fields:
         if field in ("attr", "o_fresh") and value < 0:
             continue  # (a negative mark or a leaf's feature is no index)
         forged["arrays"][key] = a
+        if field == "free":  # (a saved state has no free slot: the entry is read once it has)
+            forged["arrays"]["tree.n_free"] = np.ones_like(good["arrays"]["tree.n_free"])
         print(field, value, end=" ", flush=True)
         try:
             m = load_state(forged)
