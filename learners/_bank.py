@@ -141,10 +141,12 @@ def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_ca
     snapshot with a valid plain SHA-256, which anyone can compute, made a loading process read
     and write outside its arrays (a crash at best) with one child, slot or class-block
     pointer out of range. Checked: every count within the rows saved (so a state cannot ask a
-    load for more memory than its own size), every row pointer in -1..rows-1, every class block
-    inside its pool, every class code of a pool below the model's classes, each split's and
-    each row's feature among the model's features of its kind; and that no walk of a tree or a list goes on for ever (no node reached
-    twice from the root, every list row reaching the end). The rest of a state's consistency
+    load for more memory than its own size); in the rows below the counts (the only ones a
+    kernel reads: a row is written in full when taken), every row pointer in -1..rows-1, every
+    class block inside its pool, each split's and each row's feature among the model's features
+    of its kind; every class code of a pool below the model's classes; and that no walk of a
+    tree or a list goes on for ever (no node reached twice from the root, every list row
+    reaching the end). The rest of a state's consistency
     (a tail that is not its list's last row, a count below the rows in use, a row on two
     lists, ...), with which a later call could still loop, is ``_tree.check_structure``'s, run
     next on the arrays the load makes. Arrays a version-1/2 state does not have are skipped.
