@@ -127,6 +127,9 @@ _BLOCKS = (("d_at", "d_len", "wc"), ("fw_at", "fw_len", "wc"), ("vw_at", "vw_len
 # counts per member, and the group (or pool) whose rows they count
 _COUNTS = {"n_nodes": "N", "n_slots": "L", "n_free": "L", "n_f": "F", "n_v": "E", "n_o": "O",
            "w_used": "P", "w_dead": "P", "g_used": "Q", "g_dead": "Q"}  # fmt: skip
+# the count of each group's rows in use (per member)
+_COUNT_OF = {"N": "n_nodes", "L": "n_slots", "F": "n_f", "E": "n_v", "O": "n_o", "P": "w_used",
+             "Q": "g_used"}  # fmt: skip
 
 
 def _block_caps(n: np.ndarray) -> np.ndarray:
@@ -146,10 +149,9 @@ def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_ca
     class block inside its pool, each split's and each row's feature among the model's features
     of its kind; every class code of a pool below the model's classes; and that no walk of a
     tree or a list goes on for ever (no node reached twice from the root, every list row
-    reaching the end). The rest of a state's consistency
-    (a tail that is not its list's last row, a count below the rows in use, a row on two
-    lists, ...), with which a later call could still loop, is ``_tree.check_structure``'s, run
-    next on the arrays the load makes. Arrays a version-1/2 state does not have are skipped.
+    reaching the end). The rest of a state's consistency (a tail that is not its list's last
+    row, a count below the rows in use, a row on two lists, ...), with which a later call could
+    still loop, is ``_tree.check_structure``'s, run next on the arrays the load makes. Arrays a version-1/2 state does not have are skipped.
     ``CHORUS_SNAPSHOT_KEY`` (HMAC) keeps forged snapshots out (docs/service.md, *Security*)."""
     M = parts["kind"].shape[0]
 
@@ -212,24 +214,20 @@ def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_ca
         & nodes_live
     ).any():
         refuse("attr", "a split on a feature the model does not have")
-    for name, count, width in (("f_attr", "n_f", n_cat), ("o_attr", "n_o", n_num)):
-        if name not in parts:
-            continue
-        live = np.arange(parts[name].shape[1]) < parts[count][:, None]
-        if (live & ((parts[name] < 0) | (parts[name] >= width))).any():
+    for name, width in (("f_attr", n_cat), ("o_attr", n_num)):
+        if name in parts and (in_use(name) & ((parts[name] < 0) | (parts[name] >= width))).any():
             refuse(name, f"a feature id outside 0..{width - 1}")
     # no walk goes on for ever (pointers are in range from here on). The tree: nodes are only
     # added (or all dropped), so a member's live nodes 0..n_nodes-1 point at live nodes, and
     # each is the child or the next sibling of at most one of them, the root of none: a walk
     # from the root then meets no node twice
     nodes = parts["child"].shape[1]
-    live = np.arange(nodes) < parts["n_nodes"][:, None]
     for name in ("child", "sibling"):
-        if (live & (parts[name] >= parts["n_nodes"][:, None])).any():
+        if (nodes_live & (parts[name] >= parts["n_nodes"][:, None])).any():
             refuse(name, "a live node pointing at a node past the member's nodes")
     if nodes:
         base = np.arange(M)[:, None] * nodes
-        targets = [(parts[n] + base)[live & (parts[n] >= 0)] for n in ("child", "sibling")]
+        targets = [(parts[n] + base)[nodes_live & (parts[n] >= 0)] for n in ("child", "sibling")]
         refs = np.bincount(np.concatenate(targets), minlength=M * nodes).reshape(M, nodes)
         if (refs > 1).any() or (refs[:, 0] > 0).any():
             refuse("child", "a node reached twice (a cycle or a shared subtree)")
@@ -267,9 +265,6 @@ def _check_dense(dense: dict[str, tuple[np.ndarray, tuple[int, ...]]], n_classes
                              f"0..{n_classes - 1} (a forged or damaged state)")  # fmt: skip
 
 
-# the count of each group's rows in use (per member)
-_COUNT_OF = {"N": "n_nodes", "L": "n_slots", "F": "n_f", "E": "n_v", "O": "n_o", "P": "w_used",
-             "Q": "g_used"}  # fmt: skip
 _POOL = {"N": "nodes", "L": "slots", "F": "features", "E": "values", "O": "observers",
          "P": "weights", "Q": "gaussians"}  # fmt: skip
 _WIDTH = {"gv": NUM_STATS}  # values per class entry, where not 1

@@ -2298,9 +2298,10 @@ def _walk_free(nxt, m, i, count, seen):
 
 
 @nb.njit(cache=True)
-def _out_of_order(cls, at, ln, m, live):
+def _bad_block(cls, val, width, at, ln, m, live):
     """The first row r with ``live[r]`` whose class block does not hold strictly increasing
-    classes (>= 0), else -1."""
+    classes (>= 0), as (r, 0), or an entry whose weight (``val`` at the entry's first of
+    ``width`` values) is not > 0, as (r, 1); (-1, 0) if none."""
     for r in range(live.shape[0]):
         if not live[r]:
             continue
@@ -2309,22 +2310,21 @@ def _out_of_order(cls, at, ln, m, live):
         for i in range(ln[m, r]):
             k = cls[m, a + i]
             if k <= prev:
-                return r
+                return r, 0
+            if not val[m, (a + i) * width] > 0.0:  # (NaN too)
+                return r, 1
             prev = k
-    return -1
+    return -1, 0
 
 
 @nb.njit(cache=True)
-def _gaussians_ok(T, m, o):
-    """Whether observer o's Gaussians all have weight > 0 and, where its cache is fresh
-    (``o_fresh`` != 0; but entry q of SETTLED + 1 + q), a variance > 0 (inf included) or -1
-    (what ``gaussian_cache`` writes; naive Bayes divides by it)."""
+def _variances_ok(T, m, o):
+    """Whether observer o's cached variances, where its cache is fresh (``o_fresh`` != 0; but
+    entry q of SETTLED + 1 + q), are > 0 (inf included) or -1 (what ``gaussian_cache`` writes;
+    naive Bayes divides by them)."""
     fr = T.o_fresh[m, o]
     for i in range(T.g_len[m, o]):
-        b = (T.g_at[m, o] + i) * NUM_STATS
-        if not T.gv[m, b + W] > 0.0:
-            return False
-        var = T.gv[m, b + VAR]
+        var = T.gv[m, (T.g_at[m, o] + i) * NUM_STATS + VAR]
         if fr != 0 and fr != SETTLED + 1 + i and not (var > 0.0 or var == -1.0):
             return False
     return True
@@ -2347,10 +2347,11 @@ def check_structure(T, code_attr, n_cat, n_num, out):
     a category of its feature (or OTHER_BRANCH), once; every feature row, value row and observer
     is below its pool's count and on at most one list (a leaf's, a feature row's or the free
     list); a list's tail is its last row; a leaf has one row per feature, a feature row one per
-    category of its feature, and ``nvals`` of them; a class block's classes increase; a live
-    observer's freshness mark names one of its entries (a freed one's is stale and never read);
-    and the blocks below the counts fit in the part of the pool in use (compaction copies them into an
-    array that large). States that break one of these made later calls loop for ever (a row on
+    category of its feature, and ``nvals`` of them; a class block's classes increase and its
+    weights are > 0; a live observer's freshness mark names one of its entries (a freed one's is
+    stale and never read) and its fresh cached variances can be divided by; and the blocks below
+    the counts fit in the part of the pool in use (compaction copies them into an array that
+    large). States that break one of these made later calls loop for ever (a row on
     two lists is freed twice: a free list onto itself) or write outside the arrays (a leaf
     without a slot, a split without a branch the example takes). ``out`` gets (problem, member,
     row): problem 0 if none, else its number in ``STRUCTURE_PROBLEMS``."""
@@ -2459,15 +2460,16 @@ def check_structure(T, code_attr, n_cat, n_num, out):
                 out[0] = problem
                 out[2] = r
                 return
-        for cls, at, ln, live, problem in (
-            (T.wc, T.d_at, T.d_len, np.ones(nn, np.bool_), 17),
-            (T.wc, T.fw_at, T.fw_len, f_seen, 17),
-            (T.wc, T.vw_at, T.vw_len, v_seen, 17),
-            (T.gc, T.g_at, T.g_len, o_seen, 19),
+        nodes = np.ones(nn, np.bool_)
+        for cls, val, width, at, ln, live, disorder, no_weight in (
+            (T.wc, T.wv, 1, T.d_at, T.d_len, nodes, 17, 21),
+            (T.wc, T.wv, 1, T.fw_at, T.fw_len, f_seen, 17, 21),
+            (T.wc, T.wv, 1, T.vw_at, T.vw_len, v_seen, 17, 21),
+            (T.gc, T.gv, NUM_STATS, T.g_at, T.g_len, o_seen, 19, 22),  # (W is a Gaussian's first)
         ):
-            r = _out_of_order(cls, at, ln, m, live)
+            r, fault = _bad_block(cls, val, width, at, ln, m, live)
             if r >= 0:
-                out[0] = problem
+                out[0] = no_weight if fault else disorder
                 out[2] = r
                 return
         out[2] = 0
@@ -2478,21 +2480,13 @@ def check_structure(T, code_attr, n_cat, n_num, out):
         if _caps(T.g_len, m, T.n_o[m]) > T.g_used[m]:
             out[0] = 20
             return
-        for at, ln, live in ((T.d_at, T.d_len, np.ones(nn, np.bool_)),
-                             (T.fw_at, T.fw_len, f_seen), (T.vw_at, T.vw_len, v_seen)):  # fmt: skip
-            for r in range(live.shape[0]):
-                for i in range(ln[m, r] if live[r] else 0):
-                    if not T.wv[m, at[m, r] + i] > 0.0:  # (NaN too)
-                        out[0] = 21
-                        out[2] = r
-                        return
         for o in range(T.n_o[m]):
             if o_live[o]:
                 if T.o_fresh[m, o] > SETTLED + T.g_len[m, o]:  # (entry q of SETTLED + 1 + q)
                     out[0] = 23
                     out[2] = o
                     return
-                if not _gaussians_ok(T, m, o):
+                if not _variances_ok(T, m, o):
                     out[0] = 22
                     out[2] = o
                     return

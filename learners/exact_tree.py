@@ -716,7 +716,7 @@ class ExactTree(BatchMixin, RiverEstimator):
         if header.get("type") != "ExactTree":
             raise ValueError(f"state is for {header.get('type')!r}, not ExactTree")
         tree = cls(**header["params"])
-        _check_state(header, arrays)
+        X, y, w = _checked_examples(header, arrays)
         for col, (name, kind) in enumerate(header["features"]):
             tree._features.append(name)
             tree._col[name] = col
@@ -725,14 +725,13 @@ class ExactTree(BatchMixin, RiverEstimator):
         for label in header["classes"]:
             tree._class_idx[label] = len(tree._classes)
             tree._classes.append(label)
-        X = np.asarray(arrays["X"], dtype=np.float64)
         n, d = X.shape
         tree._X = np.full((max(16, n), max(4, d)), np.nan)
         tree._X[:n, :d] = X
         tree._y = np.zeros(max(16, n), dtype=np.int64)
-        tree._y[:n] = arrays["y"]
+        tree._y[:n] = y
         tree._w = np.zeros(max(16, n), dtype=np.float64)
-        tree._w[:n] = arrays["w"]
+        tree._w[:n] = w
         tree._n = n
         return tree
 
@@ -743,9 +742,9 @@ class ExactTree(BatchMixin, RiverEstimator):
         )
 
 
-def _check_state(header: dict[str, Any], arrays: dict[str, Any]) -> None:
-    """``ValueError`` naming what is wrong unless a saved state holds examples a tree could have
-    stored: features of a known kind with distinct names and categories, distinct classes, and
+def _checked_examples(header: dict[str, Any], arrays: dict[str, Any]) -> tuple[np.ndarray, ...]:
+    """The saved examples ``X``, ``y``, ``w`` as arrays; ``ValueError`` naming what is wrong
+    unless they are examples a tree could have stored: features of a known kind with distinct names and categories, distinct classes, and
     one row of ``X``, ``y`` and ``w`` per example, each cell a finite number or NaN (missing) and,
     in a categorical column, a code of its vocabulary; class codes of the classes, weights in
     (0, MAX_WEIGHT]. A forged code indexed past the kernels' tables (heap corruption) or failed
@@ -777,3 +776,4 @@ def _check_state(header: dict[str, Any], arrays: dict[str, Any]) -> None:
         codes = X[:, col][~np.isnan(X[:, col])]
         if kind == _CAT and ((codes < 0) | (codes >= len(vocab[col])) | (codes % 1 != 0)).any():
             refuse(f"a code of feature {name!r} outside its {len(vocab[col])} categories", "X")
+    return X, y, w
