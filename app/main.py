@@ -7,7 +7,8 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -33,12 +34,19 @@ the answer; recovery = snapshot + log replay reproduces the model exactly.
 """
 
 
-async def _recover_until_ready(registry: Registry, store: Store, settings: Settings) -> None:
+async def _recover_until_ready(
+    registry: Registry, store: Store, settings: Settings, warmup: Warmup
+) -> None:
+    """Open the store and recover every model, retrying while the store fails. The warm-up of
+    the stored models' kinds starts first: on a cold numba cache the interpreted kernels then
+    load the snapshots and replay the logs while the compiled ones are built elsewhere."""
     delay = 0.1
     while True:
         try:
             await store.open(timeout=settings.startup_timeout)
-            await registry.recover()
+            await registry.recover(
+                lambda specs: warmup.start(_warm_kinds(specs.values(), settings))
+            )
             return
         except StoreConfigError:
             raise  # retrying will not help: start-up fails with the message
@@ -48,12 +56,12 @@ async def _recover_until_ready(registry: Registry, store: Store, settings: Setti
             delay = min(delay * 2, 5.0)
 
 
-def _warm_kinds(registry: Registry, settings: Settings) -> list[str]:
-    """Ensemble kinds to compile at start-up: those of the recovered native models, then
-    ``CHORUS_WARMUP``'s."""
+def _warm_kinds(specs: Iterable[dict[str, Any]], settings: Settings) -> list[str]:
+    """Ensemble kinds to compile at start-up: those of the stored native models (``specs``),
+    then ``CHORUS_WARMUP``'s."""
     stored = [
         spec.get("ensemble", "bagging")
-        for spec in registry.loaded_specs()
+        for spec in specs
         if not str(spec.get("learner", "")).startswith("river:")
     ]
     return [k for k in stored if k in ("bagging", "boosting", "single")] + parse_kinds(
@@ -83,15 +91,22 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        recovery = asyncio.create_task(_recover_until_ready(registry, store, settings))
+        warmup: Warmup = app.state.warmup
+        recovery = asyncio.create_task(_recover_until_ready(registry, store, settings, warmup))
         # wait (bounded) so a healthy start is ready as soon as it serves; a store that cannot
         # work as configured fails start-up (the store's own wait is startup_timeout, hence + 1)
         await asyncio.wait({recovery}, timeout=settings.startup_timeout + 1.0)
         if recovery.done() and not recovery.cancelled() and recovery.exception() is not None:
             exc = recovery.exception()
             log.critical("start-up failed: %s", exc)
+            if warmup.task is not None:  # (a compile subprocess would outlive the server)
+                warmup.task.cancel()
+                with contextlib.suppress(BaseException):
+                    await warmup.task
             raise RuntimeError(f"start-up failed: {exc}") from exc
-        warming = asyncio.create_task(app.state.warmup.run(_warm_kinds(registry, settings)))
+        # recovery started it with the stored models' kinds; if the store has not answered yet,
+        # CHORUS_WARMUP's kinds (the same call then returns this task)
+        warming = warmup.start(_warm_kinds(registry.loaded_specs(), settings))
         # from numba's cache this takes well under a second: then the server is ready as it
         # starts listening; a cold cache compiles on, reported by /readyz and the log
         deadline = time.monotonic() + WARMUP_WAIT

@@ -125,6 +125,7 @@ class Warmup:
     interpreted: bool = False  # answering from the interpreted kernels while they compile
     seconds: float = 0.0
     started: float = field(default_factory=time.perf_counter)
+    task: asyncio.Task | None = field(default=None, repr=False)  # what start() began
 
     def status(self) -> str:
         """One line for ``/readyz`` and the log."""
@@ -141,34 +142,52 @@ class Warmup:
             f"{time.perf_counter() - self.started:.0f} s so far; cached for the next start)"
         )
 
-    async def run(self, kinds: Iterable[str]) -> None:
-        """Warm ``kinds`` (the server keeps answering meanwhile), logging each step.
+    def start(self, kinds: Iterable[str]) -> asyncio.Task:
+        """Begin warming ``kinds``; the server keeps answering meanwhile (a second call returns
+        the task of the first: the kinds are those of the first call).
 
         From numba's cache the kernels load in a worker thread in well under a second, and
         ``/readyz`` is 503 until then. On a cold cache they compile in a subprocess (``python -m
-        app.warmup``, on another core) while requests are answered by the interpreted twins of
-        the same kernels (``learners.jit``: same arrays, same results, Python speed), so the
-        server is ready at once; then the compiled kernels are loaded and take over.
+        app.warmup``, on another core) while the interpreted twins of the same kernels
+        (``learners.jit``: same arrays, same results, Python speed) answer; they take over
+        before this returns, so what runs next in this process compiles nothing: start-up calls
+        it before recovery, whose snapshot loads and log replays would otherwise compile their
+        kernels here first (a minute after a crash). When the subprocess is done, the compiled
+        kernels are loaded and take over, between two kernel calls.
         """
+        if self.task is not None:
+            return self.task
         from ensembles import kernels_cached
         from learners import jit
 
         self.kinds = list(dict.fromkeys(kinds))
-        t0 = self.started = time.perf_counter()
+        self.started = time.perf_counter()
         cold = [k for k in self.kinds if not kernels_cached(k)]
         if cold:
             jit.set_interpreted(True)
             self.interpreted = True
             log.info("numba's cache has no kernels for %s models: compiling them in a subprocess "
-                     "(about 20 s); answering from the interpreted kernels meanwhile", ", ".join(cold))  # fmt: skip
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "app.warmup", *cold, stdout=asyncio.subprocess.DEVNULL
-            )
-            try:
-                rc = await proc.wait()
-            except asyncio.CancelledError:
-                proc.kill()
-                raise
+                     "(a minute or two a kind); answering from the interpreted kernels meanwhile", ", ".join(cold))  # fmt: skip
+        self.task = asyncio.create_task(self._run(cold))
+        return self.task
+
+    async def _compile(self, cold: list[str]) -> int:
+        """Compile ``cold``'s kernels into numba's cache in a subprocess; its exit code."""
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "app.warmup", *cold, stdout=asyncio.subprocess.DEVNULL
+        )
+        try:
+            return await proc.wait()
+        except asyncio.CancelledError:
+            proc.kill()
+            raise
+
+    async def _run(self, cold: list[str]) -> None:
+        from learners import jit
+
+        t0 = self.started
+        if cold:
+            rc = await self._compile(cold)
             log.info(
                 "kernel compilation finished in %.1f s (exit %s)", time.perf_counter() - t0, rc
             )

@@ -9,6 +9,10 @@ directory (cold) or the directory a previous cold run filled (warm):
 * ``serve``: ``chorus serve`` on a free port with an empty store; time until ``/readyz`` is 200,
   until the first ``POST /learn`` + ``GET /predict`` of a new model are answered, and until the
   compiled kernels take over from the interpreted ones (``/readyz``'s ``engine``).
+* ``restart`` (only with ``--only restart``): ``chorus serve`` on a store whose server was killed
+  (SIGKILL) after ``--rows`` examples, so recovery loads a snapshot and replays the log past it
+  (an upgrade or a fresh container meeting a crashed store); time until ready, the recovered
+  model's first answers, and until the compiled kernels take over.
 
 Run: ``nice -n 10 python benchmarks/coldstart.py`` (a few minutes on 2 cores; ``--only serve``
 or ``--only engine`` for one part). Prints tables in Markdown.
@@ -130,35 +134,11 @@ def serve(cache: str, model: str = "bagging") -> dict:
     (``MODELS``), answered by the interpreted kernels when the cache is cold;
     ``first answer, compiled``: its first learn + predict once the compiled kernels are in use
     (a kernel left out of the warm-up compiles, or loads from the cache, in this request)."""
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
     data = tempfile.mkdtemp(prefix="chorus-cold-data-")
-    env = _env(cache)
-    env["CHORUS_DATA_DIR"] = data
-    env.pop("CHORUS_REDIS_URL", None)
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc, base, t0 = _start(cache, data)
     res: dict[str, float] = {}
     try:
-        while True:
-            try:
-                status, _ = _call(base + "/readyz", timeout=1.0)
-                if "listening" not in res:
-                    res["listening"] = time.perf_counter() - t0
-                if status == 200:
-                    res["ready"] = time.perf_counter() - t0
-                    break
-            except (urllib.error.URLError, ConnectionError, OSError):
-                pass
-            if proc.poll() is not None or time.perf_counter() - t0 > 300:
-                raise RuntimeError("server did not become ready")
-            time.sleep(0.05)
+        _wait_ready(proc, base, t0, res)
         spec = {"name": "m", "n_models": 10, "seed": 1, **MODELS[model]}
         _call(base + "/models", spec)
         status, _ = _call(
@@ -168,15 +148,101 @@ def serve(cache: str, model: str = "bagging") -> dict:
         with urllib.request.urlopen(base + "/predict?model=m&a=2&b=v", timeout=120) as r:
             r.read()
         res["first predict"] = time.perf_counter() - t0
-        while time.perf_counter() - t0 < 300:  # until the compiled kernels took over
-            status, body = _call(base + "/readyz", timeout=5.0)
-            if body.get("engine") != "interpreted":
-                res["compiled kernels in use"] = time.perf_counter() - t0
-                break
-            time.sleep(0.2)
+        _until_compiled(base, t0, res)
         _call(base + "/models", dict(spec, name="m2"))
         res["first answer, compiled"] = _first_answer(base, "m2", 1)
         res["second answer, compiled"] = _first_answer(base, "m2", 2)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        shutil.rmtree(data, ignore_errors=True)
+    return res
+
+
+def _wait_ready(proc: subprocess.Popen, base: str, t0: float, res: dict[str, float]) -> None:
+    """Poll ``/readyz`` until 200, noting ``listening`` and ``ready`` (seconds after ``t0``)."""
+    while True:
+        try:
+            status, _ = _call(base + "/readyz", timeout=1.0)
+            if "listening" not in res:
+                res["listening"] = time.perf_counter() - t0
+            if status == 200:
+                res["ready"] = time.perf_counter() - t0
+                return
+        except (urllib.error.URLError, ConnectionError, OSError):
+            pass
+        if proc.poll() is not None or time.perf_counter() - t0 > 300:
+            raise RuntimeError("server did not become ready")
+        time.sleep(0.05)
+
+
+def _until_compiled(base: str, t0: float, res: dict[str, float]) -> None:
+    """Poll ``/readyz`` until its engine is not the interpreted one (at most 600 s after ``t0``),
+    noting ``compiled kernels in use``."""
+    while time.perf_counter() - t0 < 600:
+        _, body = _call(base + "/readyz", timeout=5.0)
+        if body.get("engine") != "interpreted":
+            res["compiled kernels in use"] = time.perf_counter() - t0
+            return
+        time.sleep(0.2)
+
+
+def _start(cache: str | None, data: str) -> tuple[subprocess.Popen, str, float]:
+    port = _free_port()
+    env = _env(cache) if cache is not None else dict(os.environ, PYTHONPATH=str(ROOT))
+    env["CHORUS_DATA_DIR"] = data
+    env.pop("CHORUS_REDIS_URL", None)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+                            env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    return proc, f"http://127.0.0.1:{port}", t0
+
+
+def crashed_store(rows: int) -> str:
+    """A data directory whose server was killed (SIGKILL) after learning ``rows`` examples of an
+    OzaBag(HT, 10) model (three numbers, a category of 3,000 values, three classes; 1,000 a
+    request): its newest snapshot is at the last multiple of ``CHORUS_SNAPSHOT_EVERY`` (10,000),
+    the rest is in the log. Made with this checkout's own numba cache (``chorus warmup``'s)."""
+    import random
+
+    data = tempfile.mkdtemp(prefix="chorus-crashed-")
+    proc, base, t0 = _start(None, data)
+    try:
+        _wait_ready(proc, base, t0, {})
+        _call(base + "/models", {"name": "m", "n_models": 10, "seed": 1, **MODELS["bagging"]})
+        rng = random.Random(1)
+        for _ in range(0, rows, 1000):
+            ex = [{"features": {"a": rng.random(), "b": rng.random(), "c": rng.random(),
+                                "z": str(rng.randrange(3000))}, "label": str(rng.randrange(3))}
+                  for _ in range(1000)]  # fmt: skip
+            status, _ = _call(base + "/learn", {"model": "m", "examples": ex}, timeout=300)
+            if status != 200:
+                raise RuntimeError(f"learn answered {status}")
+    finally:
+        proc.kill()
+        proc.wait(30)
+    return data
+
+
+def restart(cache: str, store: str) -> dict:
+    """``chorus serve`` on a copy of ``store`` (``crashed_store``): seconds from launch to ready
+    (every model recovered: snapshot loaded, log replayed), to the first predict and learn of
+    the recovered model, and until the compiled kernels are in use."""
+    data = tempfile.mkdtemp(prefix="chorus-restart-")
+    shutil.copytree(store, data, dirs_exist_ok=True)
+    proc, base, t0 = _start(cache, data)
+    res: dict[str, float] = {}
+    try:
+        _wait_ready(proc, base, t0, res)
+        with urllib.request.urlopen(base + "/predict?model=m&a=0.5&b=0.5&c=0.5&z=7",
+                                    timeout=300) as r:  # fmt: skip
+            r.read()
+        res["first predict"] = time.perf_counter() - t0
+        _call(base + "/learn", {"model": "m", "features": {"a": 0.1, "b": 0.2, "c": 0.3,
+                                                          "z": "1"}, "label": "1"})  # fmt: skip
+        res["first learn"] = time.perf_counter() - t0
+        _until_compiled(base, t0, res)
     finally:
         proc.terminate()
         proc.wait(30)
@@ -215,7 +281,15 @@ def table(title: str, *columns: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--only", choices=["engine", "serve"], default=None)
+    ap.add_argument(
+        "--only",
+        choices=["engine", "serve", "restart"],
+        default=None,
+        help="one part (default: engine and serve; restart only when named)",
+    )
+    ap.add_argument("--rows", type=int, default=35_000,
+                    help="restart part: examples learned before the crash (35000: 5,000 in the "
+                    "log past the last snapshot)")  # fmt: skip
     ap.add_argument("--model", choices=sorted(MODELS), default="bagging",
                     help="the model the serve part's first requests create")  # fmt: skip
     ap.add_argument("--cache", choices=["cold-then-warm", "cli-warmup"], default="cold-then-warm",
@@ -258,6 +332,17 @@ def main() -> None:
         for k in ("first answer, compiled", "second answer, compiled"):
             print(f"| {k} (learn + predict, seconds it took) | {cold.get(k, float('nan')):.2f} | "
                   f"{warm.get(k, float('nan')):.2f} |")  # fmt: skip
+
+    if args.only == "restart":
+        store = crashed_store(args.rows)
+        try:
+            cold, warm = cold_then_warm(partial(restart, store=store))
+        finally:
+            shutil.rmtree(store, ignore_errors=True)
+        table(f"\n## `chorus serve` after a crash: OzaBag(HT, 10), {args.rows:,} examples learned, "
+              "seconds after launch", "event", "cold numba cache", "warm numba cache")  # fmt: skip
+        for k in ("listening", "ready", "first predict", "first learn", "compiled kernels in use"):
+            print(f"| {k} | {cold.get(k, float('nan')):.2f} | {warm.get(k, float('nan')):.2f} |")
 
 
 if __name__ == "__main__":

@@ -69,6 +69,18 @@ def test_stored_models_kinds_are_warmed(tmp_path, monkeypatch):
     assert warmed == ["boosting"]
 
 
+# Kernels a process has compiled or loaded so far: signatures per numba dispatcher of the kernel
+# modules (child scripts' ``loaded()``).
+_LOADED = """
+def loaded():
+    out = {}
+    for name in jit.KERNEL_MODULES:
+        for key, obj in vars(sys.modules[name]).items():
+            if isinstance(obj, CPUDispatcher):
+                out[f"{name}.{key}"] = len(obj.signatures)
+    return out
+"""
+
 # A fresh process serves the first requests of models of every kernel family after the start-up
 # warm-up; it prints the kernels that compiled (or loaded from numba's cache) during those
 # requests, which a complete warm-up leaves none of.
@@ -82,14 +94,7 @@ from app.main import create_app
 from app.settings import Settings
 from learners import jit
 
-def loaded():
-    out = {}
-    for name in jit.KERNEL_MODULES:
-        for key, obj in vars(sys.modules[name]).items():
-            if isinstance(obj, CPUDispatcher):
-                out[f"{name}.{key}"] = len(obj.signatures)
-    return out
-
+{LOADED}
 specs = json.loads(sys.argv[1])
 settings = Settings(data_dir=Path(tempfile.mkdtemp()) / "d", warmup=",".join(
     dict.fromkeys(s["ensemble"] for s in specs)))
@@ -112,7 +117,7 @@ with TestClient(create_app(settings)) as client:
     assert client.get("/metrics").status_code == 200
     after = loaded()
 print(json.dumps(sorted(k for k in after if after[k] > before.get(k, 0))))
-"""
+""".replace("{LOADED}", _LOADED)
 
 FIRST_REQUEST_MODELS = [
     {"ensemble": "bagging", "learner": "hoeffding_tree"},
@@ -165,3 +170,99 @@ def test_readiness_waits_for_every_kernel_a_kind_may_run():
     assert {bagging_run_io, adaptive_run_io, make_run_io} <= bagging  # (what the bank calls)
     assert {bagging_members, make_room, bagging_votes, mlp_run} <= bagging
     assert {boosting_adaptive_run_io, mlp_run} <= set(run_kernels("boosting"))
+
+
+# A restart on an empty numba cache (a new version, a fresh container) after a crash: recovery
+# loads each snapshot and replays the log past it. It must run on the interpreted kernels, so
+# that nothing compiles in the server's process before it is ready (it took a minute: the load
+# checks' kernels, then the replay's run kernel). The child patches the warm-up's compile
+# subprocess to never finish, so the compiled kernels cannot take over meanwhile.
+_RESTART_COLD = r"""
+import asyncio, json, sys, time, warnings
+from pathlib import Path
+warnings.simplefilter("ignore")
+from fastapi.testclient import TestClient
+from numba.core.registry import CPUDispatcher
+import app.warmup
+from app.main import create_app
+from app.settings import Settings
+from learners import jit
+
+async def never(self, cold):
+    await asyncio.Event().wait()
+    return 0
+
+app.warmup.Warmup._compile = never
+
+{LOADED}
+probes = json.loads(sys.argv[2])
+settings = Settings(data_dir=Path(sys.argv[1]), warmup="none")
+with TestClient(create_app(settings)) as client:
+    for _ in range(600):
+        r = client.get("/readyz")
+        if r.status_code == 200:
+            break
+        time.sleep(0.1)
+    ready = r.json()
+    seen = {m: client.get(f"/models/{m}").json()["n_seen"] for m in ("bag", "boost")}
+    answers = [client.get("/predict", params={"model": m, **p}).json()["probabilities"]
+               for m in ("bag", "boost") for p in probes]
+    compiled = sorted(k for k, n in loaded().items() if n)
+print(json.dumps({"ready": ready, "seen": seen, "answers": answers, "compiled": compiled}))
+""".replace("{LOADED}", _LOADED)
+
+
+def test_recovery_on_a_cold_cache_compiles_nothing_in_the_server(tmp_path):
+    """A server killed after learning (snapshots every 100 examples, 50 more in the log), then
+    started on an empty numba cache: ready with the interpreted kernels, every acknowledged
+    example recovered, answers bit for bit those of the server before the crash, and no kernel
+    compiled (or loaded) in its process."""
+    import json
+    import os
+    import random
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import httpx
+
+    from app.testing import ChorusServer
+
+    root = Path(__file__).resolve().parents[1]
+    data = tmp_path / "data"
+    server = ChorusServer({"CHORUS_DATA_DIR": str(data), "CHORUS_SNAPSHOT_EVERY": "100",
+                           "CHORUS_SNAPSHOT_INTERVAL": "3600", "CHORUS_WARMUP": "none"})  # fmt: skip
+    rng = random.Random(7)
+    probes = [{"a": str(rng.random()), "c": rng.choice("pqr")} for _ in range(4)]
+    specs = {"bag": {"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 3,
+                     "seed": 1, "params": {"grace_period": 20}},
+             "boost": {"ensemble": "boosting", "learner": "naive_bayes", "n_models": 3,
+                       "seed": 2, "params": {"drift": "adwin"}}}  # fmt: skip
+    server.start(timeout=300)
+    try:
+        with httpx.Client(base_url=server.url, trust_env=False, timeout=300) as c:
+            for name, spec in specs.items():
+                assert c.post("/models", json={"name": name, **spec}).status_code == 201
+                for _ in range(5):
+                    ex = [{"features": {"a": rng.gauss(0, 1), "c": rng.choice("pqr")},
+                           "label": rng.choice("xyz")} for _ in range(50)]  # fmt: skip
+                    r = c.post("/learn", json={"model": name, "examples": ex})
+                    assert r.status_code == 200, r.text
+            before = [c.get("/predict", params={"model": m, **p}).json()["probabilities"]
+                      for m in specs for p in probes]  # fmt: skip
+        server.kill9()
+    finally:
+        server.stop()
+    cache = tmp_path / "empty-numba-cache"
+    cache.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-c", _RESTART_COLD, str(data), json.dumps(probes)],
+        env=dict(os.environ, PYTHONPATH=str(root), NUMBA_CACHE_DIR=str(cache)), cwd=root,
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["ready"] == {"status": "ready", "engine": "interpreted"}
+    assert got["seen"] == {"bag": 250, "boost": 250}
+    assert got["answers"] == before
+    assert got["compiled"] == [], f"compiled in the server's process: {got['compiled']}"

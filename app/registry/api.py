@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from app import validate
@@ -66,9 +66,12 @@ class Registry:
         """Whether every declared model was recovered (requests are refused before)."""
         return self._ready
 
-    async def recover(self) -> None:
-        """Load every declared model (snapshot + log replay); then the registry is ready."""
+    async def recover(self, before_load: Callable[[dict[str, dict]], object] | None = None) -> None:
+        """Load every declared model (snapshot + log replay); then the registry is ready.
+        ``before_load`` is called with the declared specs (name -> spec) before any loads."""
         specs = await _store(self.store.list_models())
+        if before_load is not None:
+            before_load(specs)
         for name, spec in specs.items():
             if not self.models.has_room():  # CHORUS_MEMORY_MB: the rest load on first use
                 log.info("memory budget reached: further models load on first use")
