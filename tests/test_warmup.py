@@ -266,3 +266,51 @@ def test_recovery_on_a_cold_cache_compiles_nothing_in_the_server(tmp_path):
     assert got["seen"] == {"bag": 250, "boost": 250}
     assert got["answers"] == before
     assert got["compiled"] == [], f"compiled in the server's process: {got['compiled']}"
+
+
+def test_readyz_and_the_log_say_how_far_recovery_is(tmp_path, monkeypatch, caplog):
+    """A start-up that replays a long log answers ``/readyz`` 503 with the model it is on and the
+    entries replayed so far, and logs each model's recovery (snapshot, entries, seconds)."""
+    import asyncio
+
+    from app.registry import Registry
+    from app.stores import make_store
+
+    settings = Settings(data_dir=tmp_path / "d", warmup="none", startup_timeout=0.0)
+    with TestClient(create_app(settings)) as client:
+        for name in ("a", "b"):
+            spec = {"name": name, "ensemble": "bagging", "learner": "naive_bayes", "n_models": 2}
+            assert client.post("/models", json=spec).status_code == 201
+        for k in range(0, 2500, 500):  # (at most 1,000 examples a request)
+            ex = [{"features": {"x": i % 7}, "label": "yn"[i % 2]} for i in range(k, k + 500)]
+            assert client.post("/learn", json={"model": "b", "examples": ex}).status_code == 200
+
+        async def crash(self, force=False):  # the shutdown's snapshots: as if killed
+            return 0
+
+        monkeypatch.setattr(Registry, "snapshot_all", crash)
+    store = make_store(settings)
+    read, reads, release = store.read, [], threading.Event()
+
+    async def slow_read(name, after_seq, limit=1000):
+        reads.append((name, after_seq))
+        if name == "b" and after_seq >= 1000:  # hold the replay after its first chunk
+            await asyncio.to_thread(release.wait, 30)
+        return await read(name, after_seq, limit)
+
+    store.read = slow_read
+    caplog.set_level("INFO", logger="chorus.registry")
+    with TestClient(create_app(settings, store)) as client:
+        r = client.get("/readyz")
+        assert r.status_code == 503
+        assert r.json()["detail"] == (
+            "recovering models from the store: model 2 of 2 (b: 1,000 log entries replayed)"
+        )
+        release.set()
+        for _ in range(500):
+            if client.get("/readyz").status_code == 200:
+                break
+            release.wait(0.01)
+        assert client.get("/models/b").json()["n_seen"] == 2500
+    assert "model a: no snapshot, 0 log entries replayed" in caplog.text
+    assert "model b: no snapshot, 2500 log entries replayed in" in caplog.text

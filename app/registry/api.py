@@ -59,8 +59,20 @@ class Registry:
         self.keeper = PredictionKeeper(store, settings)
         self.reader = ModelReader(self.models, self.keeper)
         self._ready = False
+        self._loading = [0, 0]  # recovery: [models begun, models declared]
 
     # ----------------------------------------------------------------- lifecycle
+    def recovery_status(self) -> str:
+        """What recovery is doing, for ``/readyz`` before the registry is ready."""
+        begun, total = self._loading
+        if total == 0:
+            return "recovering models from the store"
+        out = f"recovering models from the store: model {begun} of {total}"
+        replaying = self.recovery.replaying
+        if replaying is not None:
+            out += f" ({replaying[0]}: {replaying[1]:,} log entries replayed)"
+        return out
+
     @property
     def ready(self) -> bool:
         """Whether every declared model was recovered (requests are refused before)."""
@@ -72,7 +84,9 @@ class Registry:
         specs = await _store(self.store.list_models())
         if before_load is not None:
             before_load(specs)
+        self._loading = [0, len(specs)]
         for name, spec in specs.items():
+            self._loading[0] += 1
             if not self.models.has_room():  # CHORUS_MEMORY_MB: the rest load on first use
                 log.info("memory budget reached: further models load on first use")
                 break

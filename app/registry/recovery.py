@@ -69,6 +69,7 @@ class Recovery:
         self.store = store
         self.settings = settings
         self._key = settings.snapshot_key.encode() if settings.snapshot_key else None
+        self.replaying: tuple[str, int] | None = None  # (model, log entries so far) of a replay
 
     @property
     def signs(self) -> bool:
@@ -133,7 +134,11 @@ class Recovery:
             raise CorruptSnapshot(f"stored state cannot be loaded: {exc!r}"[:500]) from exc
         model.threads = self.settings.threads  # (an execution setting: not in the state)
         h = Handle(name, spec, model, seq=seq, snap_seq=seq, metrics=metrics)
-        await self.replay(h)
+        t0 = time.perf_counter()
+        n = await self.replay(h)
+        log.info("model %s: %s, %d log entries replayed in %.1f s", name,
+                 f"snapshot at seq {seq} loaded" if blob is not None else "no snapshot", n,
+                 time.perf_counter() - t0)  # fmt: skip
         # after the replay: every id of an entry the model applied is in the store by now (the
         # append wrote both at once); entries appended later add theirs when they are replayed
         h.ids.add_all(await store_call(self.store.key_names(name)), h.seq)
@@ -144,8 +149,16 @@ class Recovery:
         """Apply the log after ``h.seq`` to ``h.model`` in order; returns how many entries.
 
         With ``keys`` the ids of replayed keyed entries join the model's filter of seen ids
-        (used when catching up with entries another process appended).
+        (used when catching up with entries another process appended). ``replaying`` says how
+        far it is meanwhile (``/readyz`` during start-up).
         """
+        self.replaying = (h.name, 0)
+        try:
+            return await self._replay(h, keys)
+        finally:
+            self.replaying = None
+
+    async def _replay(self, h: Handle, keys: bool) -> int:
         _, learners = engine()
         n = 0
         while True:
@@ -173,6 +186,7 @@ class Recovery:
                     h.ids.add(r["k"], h.seq + j + 1)
             h.seq += len(recs)
             n += len(recs)
+            self.replaying = (h.name, n)
 
     def encode(self, h: Handle, **extra: Any) -> bytes:
         """The model's snapshot blob (header + arrays, checksummed or HMAC-signed)."""

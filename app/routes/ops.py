@@ -42,7 +42,7 @@ async def readyz(reg: RegistryDep, request: Request) -> Response:
     cache, or, while they compile, their interpreted twins) and the store answers; 503 before
     (no auth)."""
     if not reg.ready:
-        return json_response({"detail": "recovering models from the store"}, 503)
+        return json_response({"detail": reg.recovery_status()}, 503)
     warmup = request.app.state.warmup
     if not warmup.serving:  # kernels loading; on a cold cache the interpreted ones serve at once
         return json_response({"detail": warmup.status()}, 503)
