@@ -264,6 +264,34 @@ def test_snapshots_keep_the_previous_generation(run):
     run(body)
 
 
+def test_sqlite_writes_a_snapshot_blob_once(tmp_path):
+    """SQLite keeps the two generations in two slots: a newer snapshot overwrites the older
+    one's slot, one row written (shifting the current one to the other table first copied its
+    blob too); a store written the old way (newest in ``snapshots``) goes on the same."""
+    import asyncio
+
+    async def body() -> None:
+        s = SqliteStore(tmp_path / "slots.db")
+        await s.open(timeout=2)
+        await s.create_model("m", SPEC)
+        for seq in (3, 7, 9, 9, 12):
+            before = s.db.total_changes
+            await s.put_snapshot("m", seq, b"g%d" % seq)
+            assert s.db.total_changes - before == 2  # the blob's row and models.last_seq
+        assert await s.get_snapshots("m") == [(12, b"g12"), (9, b"g9")]
+        # the old layout: newest in snapshots, previous in snapshots_prev
+        s.db.execute("UPDATE snapshots SET seq = 20, blob = X'6E' WHERE model = 'm'")
+        s.db.execute("UPDATE snapshots_prev SET seq = 15, blob = X'6F' WHERE model = 'm'")
+        s.db.commit()
+        assert await s.put_snapshot("m", 25, b"g25") == 20  # 15, the older, is overwritten
+        assert await s.get_snapshots("m") == [(25, b"g25"), (20, b"n")]
+        assert await s.put_snapshot("m", 18, b"stale") == 20
+        assert await s.get_snapshots("m") == [(25, b"g25"), (20, b"n")]
+        await s.close()
+
+    asyncio.run(body())
+
+
 def test_snapshot_ahead_of_log_moves_the_sequence(run):
     """With durability off the log stays empty; the snapshot's seq is the new tail."""
 

@@ -7,6 +7,7 @@ This module holds no model itself (:class:`~app.registry.loaded.LoadedModels` do
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -193,11 +194,20 @@ class Recovery:
         meta = {"name": h.name, "seq": h.seq, "metrics": h.metrics.to_json(), **extra}
         return codec.encode(h.model.to_state(), meta, self._key)
 
+    async def encode_off_loop(self, h: Handle) -> bytes:
+        """``encode(h)``, its bytes work (joining the arrays, the checksum or HMAC: about half
+        of it) in a worker thread. The state is taken here: ``to_state`` copies what the
+        model's arrays hold now, and nothing learns while the model's lock is held (the
+        caller's), so the thread reads arrays nobody writes."""
+        meta = {"name": h.name, "seq": h.seq, "metrics": h.metrics.to_json()}
+        state = h.model.to_state()
+        return await asyncio.to_thread(codec.encode, state, meta, self._key)
+
     async def snapshot(self, h: Handle) -> None:
         """Write the model's snapshot and trim the log behind it (lock held by the caller);
         :class:`ModelNotFound` if the model was deleted meanwhile."""
-        blob = self.encode(h)
         seq = h.seq
+        blob = await self.encode_off_loop(h)
         horizon = seq - self.settings.idempotency_window
         try:
             if h.unsaved_ids:  # durability none: the ids learned since the last snapshot

@@ -27,6 +27,7 @@ from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict, raises_
 # development machine (benchmarks/results/profile.md, "After the HTTP work").
 WAL_PAGES = 4000
 
+_SNAPSHOT_SLOTS = ("snapshots", "snapshots_prev")  # the two generations kept (put_snapshot)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS models (
     name TEXT PRIMARY KEY, spec TEXT NOT NULL, last_seq INTEGER NOT NULL DEFAULT 0,
@@ -193,20 +194,34 @@ class SqliteStore:
         return row[0] if row else 0
 
     async def put_snapshot(self, name: str, seq: int, blob: bytes) -> int:
+        # The two generations are two slots, the tables ``snapshots`` and ``snapshots_prev``;
+        # readers order them by seq. A newer snapshot overwrites the slot of the older one (or
+        # an empty one), one write of the blob: shifting the current one to the other table
+        # first copied it too (a 30 MB model's snapshot held the event loop ~0.2 s longer).
         with self._tx() as db:
             if db.execute("SELECT 1 FROM models WHERE name = ?", (name,)).fetchone() is None:
                 raise ModelGone(name)
-            db.execute(  # a newer snapshot shifts the current one to the previous generation
-                "INSERT OR REPLACE INTO snapshots_prev (model, seq, blob) "
-                "SELECT model, seq, blob FROM snapshots WHERE model = ? AND seq < ?",
-                (name, seq),
-            )
-            db.execute(
-                "INSERT INTO snapshots (model, seq, blob) VALUES (?, ?, ?) "
-                "ON CONFLICT (model) DO UPDATE SET seq = excluded.seq, blob = excluded.blob "
-                "WHERE excluded.seq >= snapshots.seq",  # never replace a newer snapshot
-                (name, seq, blob),
-            )
+            slots = {
+                table: row[0] if row else None
+                for table in _SNAPSHOT_SLOTS
+                for row in [
+                    db.execute(f"SELECT seq FROM {table} WHERE model = ?", (name,)).fetchone()
+                ]
+            }
+            held = [s for s in slots.values() if s is not None]
+            newest = max(held, default=None)
+            target: str | None
+            if newest is not None and seq < newest:
+                target = None  # another process wrote a newer one: never replace it
+            elif newest is not None and seq == newest:  # the same generation, in place
+                target = next(t for t, s in slots.items() if s == newest)
+            else:  # an empty slot, else the older generation's
+                target = min(slots, key=lambda t: -1 if slots[t] is None else slots[t])
+            if target is not None:
+                db.execute(
+                    f"INSERT OR REPLACE INTO {target} (model, seq, blob) VALUES (?, ?, ?)",
+                    (name, seq, blob),
+                )
             db.execute("UPDATE models SET last_seq = MAX(last_seq, ?) WHERE name = ?", (seq, name))
             row = db.execute(
                 "SELECT MIN(seq) FROM (SELECT seq FROM snapshots WHERE model = ?1 "
