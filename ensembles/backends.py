@@ -14,6 +14,7 @@ which it is.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,8 +25,8 @@ import numpy as np
 
 from learners import LimitError, Limits
 from learners.base import check_weight, check_weights
-from learners.compiled import TreeBank, bank_params
-from learners.jit import interpreting
+from learners.compiled import TreeBank, bank_params, io_run_of
+from learners.jit import interpreting, is_cached
 from learners.jit import kernel as compiled
 from learners.schema import CATEGORICAL, Schema, normalize_label
 
@@ -60,6 +61,25 @@ def check_threads(threads: Any) -> int:
     return int(threads)
 
 
+log = logging.getLogger("chorus")
+_NOTED: set = set()  # run kernels note_compile has looked at in this process
+
+
+def note_compile(kernel: Any) -> None:
+    """Log once per process and run kernel that its first call will compile it, when numba's
+    cache does not hold it (a Python user on a fresh install otherwise waits a minute or two
+    in silence at the first ``learn_one``); nothing while the interpreted twins run."""
+    if kernel in _NOTED:
+        return
+    _NOTED.add(kernel)
+    run = io_run_of(kernel) or kernel
+    if interpreting() or getattr(run, "signatures", True) or is_cached(run):
+        return
+    log.warning("compiling the engine's kernels for %s: numba's cache does not hold them; the "
+                "first call takes a minute or two (`chorus warmup` compiles every kind once, "
+                "ahead)", getattr(run, "__name__", "this model"))  # fmt: skip
+
+
 class CompiledBackend:
     """Native members in one bank, run by a compiled kernel.
 
@@ -79,6 +99,7 @@ class CompiledBackend:
 
     def __init__(self, learner: Any, n_models: int, limits: Limits, kernel: Any,
                  ipar: np.ndarray, fstate: np.ndarray) -> None:  # fmt: skip
+        note_compile(kernel)
         self.bank = TreeBank(bank_params(learner), n_models, limits=limits)
         self.n_models = n_models
         self.kernel, self.ipar, self.fstate = kernel, ipar, fstate

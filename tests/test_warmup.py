@@ -314,3 +314,32 @@ def test_readyz_and_the_log_say_how_far_recovery_is(tmp_path, monkeypatch, caplo
         assert client.get("/models/b").json()["n_seen"] == 2500
     assert "model a: no snapshot, 0 log entries replayed" in caplog.text
     assert "model b: no snapshot, 2500 log entries replayed in" in caplog.text
+
+
+def test_a_python_user_is_told_once_that_the_first_call_compiles(tmp_path):
+    """On an empty numba cache, building a model logs (once per run kernel and process) that
+    its first call compiles and that ``chorus warmup`` does it ahead; a second model of the
+    same kind says nothing more. Nothing is learned, so the child compiles only what building
+    a model does."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "from ensembles import OnlineBagging, OnlineBoosting\n"
+        "from learners import NaiveBayes\n"
+        "OnlineBagging(NaiveBayes(), n_models=2); OnlineBagging(NaiveBayes(), n_models=3)\n"
+        "OnlineBoosting(NaiveBayes(), n_models=2)\n"
+    )
+    cache = tmp_path / "empty-numba-cache"
+    cache.mkdir()
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
+                         text=True, timeout=600,
+                         env=dict(os.environ, PYTHONPATH=str(root), NUMBA_CACHE_DIR=str(cache)))  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = [ln for ln in out.stderr.splitlines() if "compiling the engine's kernels" in ln]
+    assert len(lines) == 2, out.stderr[-2000:]  # bagging's run kernel, then boosting's
+    assert all("chorus warmup" in ln for ln in lines)
+    assert "bagging" in lines[0] and "boosting" in lines[1]
