@@ -84,7 +84,7 @@ def warm_kind(ensemble: str, learner: str = "hoeffding_tree", n: int = 120) -> N
     n
         Examples (enough for a Hoeffding tree with ``grace_period=50`` to split).
     """
-    from ensembles import build_model, load_state
+    from ensembles import build_model, compiling_on_purpose, load_state
     from learners import NativeLearner
 
     X = [{"a": float(i % 7), "b": "xyz"[i % 3], "c": (i * 37 % 101) / 101.0} for i in range(n)]
@@ -94,7 +94,8 @@ def warm_kind(ensemble: str, learner: str = "hoeffding_tree", n: int = 120) -> N
     for variant in variants[: 1 + (ensemble in ADAPTIVE)]:
         spec = {"ensemble": ensemble, "learner": learner,
                 "n_models": 1 if ensemble == "single" else 3, "seed": 1, "params": variant}  # fmt: skip
-        model = build_model(spec)
+        with compiling_on_purpose():  # (no "first call compiles" warning: that is the point)
+            model = build_model(spec)
         half = n // 2
         for xi, yi in zip(X[:half], y[:half], strict=True):
             model.predict_learn_one(xi, yi)

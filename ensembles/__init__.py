@@ -4,6 +4,7 @@
 compiled kernels); it does no I/O (ARCHITECTURE §1).
 """
 
+from .backends import compiling_on_purpose
 from .bagging import OnlineBagging
 from .base import OnlineEnsemble
 from .batch import AdaBoost, BatchBagging
@@ -19,6 +20,7 @@ __all__ = [
     "OnlineEnsemble",
     "Single",
     "build_model",
+    "compiling_on_purpose",
     "kernels_cached",
     "learner_from_state",
     "load_state",

@@ -14,9 +14,11 @@ which it is.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -63,13 +65,27 @@ def check_threads(threads: Any) -> int:
 
 log = logging.getLogger("chorus")
 _NOTED: set = set()  # run kernels note_compile has looked at in this process
+_on_purpose = threading.local()  # compiling_on_purpose's flag, per thread
+
+
+@contextlib.contextmanager
+def compiling_on_purpose() -> Iterator[None]:
+    """Within: models built in this thread do not log ``note_compile``'s warning (the warm-up,
+    ``chorus warmup``, compiles on purpose)."""
+    before = getattr(_on_purpose, "on", False)
+    _on_purpose.on = True
+    try:
+        yield
+    finally:
+        _on_purpose.on = before
 
 
 def note_compile(kernel: Any) -> None:
     """Log once per process and run kernel that its first call will compile it, when numba's
     cache does not hold it (a Python user on a fresh install otherwise waits a minute or two
-    in silence at the first ``learn_one``); nothing while the interpreted twins run."""
-    if kernel in _NOTED:
+    in silence at the first ``learn_one``); nothing while the interpreted twins run, or
+    within ``compiling_on_purpose``."""
+    if kernel in _NOTED or getattr(_on_purpose, "on", False):
         return
     _NOTED.add(kernel)
     run = io_run_of(kernel) or kernel
