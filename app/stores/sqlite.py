@@ -201,34 +201,25 @@ class SqliteStore:
         with self._tx() as db:
             if db.execute("SELECT 1 FROM models WHERE name = ?", (name,)).fetchone() is None:
                 raise ModelGone(name)
-            slots = {
-                table: row[0] if row else None
-                for table in _SNAPSHOT_SLOTS
-                for row in [
-                    db.execute(f"SELECT seq FROM {table} WHERE model = ?", (name,)).fetchone()
-                ]
-            }
-            held = [s for s in slots.values() if s is not None]
-            newest = max(held, default=None)
-            target: str | None
-            if newest is not None and seq < newest:
-                target = None  # another process wrote a newer one: never replace it
-            elif newest is not None and seq == newest:  # the same generation, in place
-                target = next(t for t, s in slots.items() if s == newest)
-            else:  # an empty slot, else the older generation's
-                target = min(slots, key=lambda t: -1 if slots[t] is None else slots[t])
-            if target is not None:
+            held: dict[str, int] = {}  # slot -> the seq it holds
+            for table in _SNAPSHOT_SLOTS:
+                row = db.execute(f"SELECT seq FROM {table} WHERE model = ?", (name,)).fetchone()
+                if row is not None:
+                    held[table] = row[0]
+            newest = max(held.values(), default=None)
+            if newest is None or seq >= newest:  # (else another process wrote a newer one)
+                if seq == newest:  # the same generation, in place
+                    target = next(t for t, s in held.items() if s == newest)
+                else:  # an empty slot, else the older generation's
+                    target = next((t for t in _SNAPSHOT_SLOTS if t not in held), None)
+                    target = target or min(held, key=held.__getitem__)
                 db.execute(
                     f"INSERT OR REPLACE INTO {target} (model, seq, blob) VALUES (?, ?, ?)",
                     (name, seq, blob),
                 )
+                held[target] = seq
             db.execute("UPDATE models SET last_seq = MAX(last_seq, ?) WHERE name = ?", (seq, name))
-            row = db.execute(
-                "SELECT MIN(seq) FROM (SELECT seq FROM snapshots WHERE model = ?1 "
-                "UNION ALL SELECT seq FROM snapshots_prev WHERE model = ?1)",
-                (name,),
-            ).fetchone()
-        return int(row[0])
+        return min(held.values())  # the oldest generation kept
 
     async def get_snapshot(self, name: str) -> tuple[int, bytes] | None:
         gens = await self.get_snapshots(name)
