@@ -151,7 +151,8 @@ def _check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_ca
     tree or a list goes on for ever (no node reached twice from the root, every list row
     reaching the end). The rest of a state's consistency (a tail that is not its list's last
     row, a count below the rows in use, a row on two lists, ...), with which a later call could
-    still loop, is ``_tree.check_structure``'s, run next on the arrays the load makes. Arrays a version-1/2 state does not have are skipped.
+    still loop, is ``_tree.check_structure``'s, run next on the arrays the load makes. Arrays a
+    version-1/2 state does not have are skipped.
     ``CHORUS_SNAPSHOT_KEY`` (HMAC) keeps forged snapshots out (docs/service.md, *Security*)."""
     M = parts["kind"].shape[0]
 

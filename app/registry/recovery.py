@@ -189,18 +189,21 @@ class Recovery:
             n += len(recs)
             self.replaying = (h.name, n)
 
+    @staticmethod
+    def _meta(h: Handle, **extra: Any) -> dict[str, Any]:
+        """The app metadata a snapshot blob carries beside the state."""
+        return {"name": h.name, "seq": h.seq, "metrics": h.metrics.to_json(), **extra}
+
     def encode(self, h: Handle, **extra: Any) -> bytes:
         """The model's snapshot blob (header + arrays, checksummed or HMAC-signed)."""
-        meta = {"name": h.name, "seq": h.seq, "metrics": h.metrics.to_json(), **extra}
-        return codec.encode(h.model.to_state(), meta, self._key)
+        return codec.encode(h.model.to_state(), self._meta(h, **extra), self._key)
 
     async def encode_off_loop(self, h: Handle) -> bytes:
         """``encode(h)``, its bytes work (joining the arrays, the checksum or HMAC: about half
         of it) in a worker thread. The state is taken here: ``to_state`` copies what the
         model's arrays hold now, and nothing learns while the model's lock is held (the
         caller's), so the thread reads arrays nobody writes."""
-        meta = {"name": h.name, "seq": h.seq, "metrics": h.metrics.to_json()}
-        state = h.model.to_state()
+        meta, state = self._meta(h), h.model.to_state()
         return await asyncio.to_thread(codec.encode, state, meta, self._key)
 
     async def snapshot(self, h: Handle) -> None:
