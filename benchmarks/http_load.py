@@ -322,7 +322,7 @@ def predict_paths(stream: list) -> list[str]:
 def chantilly_rate(n_warm: int, n_measure: int, workdir: Path) -> dict | None:
     """Requests/s of chantilly's /api/learn (river OzaBag(HT,10) in Redis), measured sequentially."""
     try:
-        import dill  # noqa: F401  (chantilly's dependency)
+        import dill  # chantilly's dependency: an optional peer
         from river import ensemble, tree
     except ImportError:
         return None
@@ -343,7 +343,6 @@ def chantilly_rate(n_warm: int, n_measure: int, workdir: Path) -> dict | None:
     try:
         url = f"http://127.0.0.1:{port}"
         wait_ready(f"{url}/api/init", 120, proc.p, accept=range(200, 500))
-        import dill
 
         stream = agrawal(n_warm + n_measure)
         model = ensemble.BaggingClassifier(tree.HoeffdingTreeClassifier(), n_models=10, seed=1)

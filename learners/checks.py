@@ -13,8 +13,10 @@ category first seen mid-stream, and a class first seen mid-stream. The checks ar
 mutated, new / missing / unseen features and classes, ``to_state`` round trips (and ``pickle``
 / ``copy.deepcopy``, which go through it) continue bit-identically, same stream = same model,
 ``clone()`` is fresh, ``w=0`` does nothing, batch forms (lists of dicts or pandas) equal the
-per-row forms. ``check_learner(..., river=True)`` also runs river's own
-``river.checks.check_estimator`` when the model is a river estimator.
+per-row forms (the pandas check only where pandas is installed: without it no DataFrame can reach
+the model). ``check_learner(..., river=True)`` also runs river's own
+``river.checks.check_estimator`` when the model is a river estimator; river's checks import
+scikit-learn, so without it that raises an ``ImportError`` saying so (or pass ``river=False``).
 
 Examples
 --------
@@ -26,6 +28,7 @@ Examples
 from __future__ import annotations
 
 import copy
+import importlib
 import math
 import pickle
 import random
@@ -257,6 +260,14 @@ CHECKS: tuple[Callable[[Any], None], ...] = (
 )
 
 
+def _installed(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
 def yield_checks(model: Any) -> Iterator[Callable[[Any], None]]:
     """The Chorus checks that apply to ``model``; each takes a fresh model."""
     for check in CHECKS:
@@ -266,6 +277,8 @@ def yield_checks(model: Any) -> Iterator[Callable[[Any], None]]:
             model, "predict_learn_many"
         ):
             continue
+        if check is check_pandas_batches and not _installed("pandas"):
+            continue  # an optional dependency: without it no DataFrame reaches the model
         yield check
 
 
@@ -281,6 +294,11 @@ def check_learner(model: Any, *, river: bool = True) -> None:
         from river import base, checks
 
         if isinstance(model, base.Estimator):
+            if not _installed("sklearn"):
+                raise ImportError(
+                    "river's check_estimator imports scikit-learn: `pip install scikit-learn`,"
+                    " or call check_learner(model, river=False) to run only Chorus's checks"
+                )
             checks.check_estimator(model)
 
 
