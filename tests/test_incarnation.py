@@ -222,3 +222,46 @@ def test_redis_emptied_under_a_running_server(clean_redis_url, redis_server, tmp
         errors = [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
         assert len(errors) == 1 and "lost its data" in errors[0].getMessage()
         assert c.post("/learn", json={"model": "m", "examples": ex}).status_code == 404
+
+
+# ------------------------------------------------------------------ stores written before
+def test_a_store_written_before_incarnations_loads_and_goes_on(settings):
+    """Models stored without an incarnation (no spec field, no SQLite column, no Redis ``inc``
+    key, snapshots and kept predictions without one) are legacy ones: they load, learn,
+    snapshot and take their delayed labels as before."""
+    import sqlite3
+
+    s = settings()
+    legacy = dict(SPEC)  # what a create stored before: no "incarnation"
+
+    async def write_old():
+        store = make_store(s)
+        await store.open(5)
+        try:
+            assert await store.create_model("m", legacy)
+        finally:
+            await store.close()
+
+    asyncio.run(write_old())
+    if not s.redis_url:  # the file as a version before this one wrote it: no column
+        db = sqlite3.connect(s.data_dir / "chorus.db")
+        db.execute("ALTER TABLE models DROP COLUMN incarnation")
+        db.commit()
+        db.close()
+
+    async def main():
+        async with _registry(s) as reg:
+            h = reg.models.peek("m")
+            assert h is not None and h.incarnation == ""
+            await reg.learn("m", _examples("a", 5), batch=True)
+            (p,) = await reg.predict("m", [{"x": 1.0}])
+            assert (await reg.learn_delayed("m", p["prediction_id"], "a"))["seq"] == 6
+            assert await reg.snapshot_all(force=True) == 1
+        async with _registry(s) as reg:  # recovered from the snapshot it wrote
+            d = await reg.describe("m")
+            assert d["n_seen"] == d["seq"] == 6 and "incarnation" not in d["spec"]
+            await reg.delete("m")
+            await reg.create("m", SPEC)  # a new life has one
+            assert reg.models.peek("m").incarnation != ""
+
+    asyncio.run(main())
