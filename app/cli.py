@@ -707,17 +707,22 @@ async def _import_blob(blob: bytes, name: str, settings: Any) -> int:
 
     if not NAME_RE.match(name):
         raise ReplayError(f"--name: {name!r} is not a model name ({NAME_RULE})")
-    spec = dict(meta.get("spec") or model.spec())
+    from app.stores.base import new_incarnation
+
+    # a new life of the model (an exported spec names the incarnation it came from)
+    spec = {**(meta.get("spec") or model.spec()), "incarnation": new_incarnation()}
     # the snapshot's sequence number is at least 1 so that a server which loaded the empty model
     # between the two writes below sees the log move and reloads from this snapshot
     seq = max(1, int(meta.get("seq") or 0))
-    out_meta = {"name": name, "seq": seq, "metrics": meta.get("metrics")}
+    out_meta = {"name": name, "incarnation": spec["incarnation"], "seq": seq,
+                "metrics": meta.get("metrics")}  # fmt: skip
     store = make_store(settings)
     await store.open(min(settings.startup_timeout, 10.0))
     try:
         if not await store.create_model(name, spec):
             raise ReplayError(f"model {name!r} already exists; choose another --name")
-        await store.put_snapshot(name, seq, snapshot.encode(state, out_meta, key))
+        blob = snapshot.encode(state, out_meta, key)
+        await store.put_snapshot(name, seq, blob, spec["incarnation"])
     finally:
         await store.close()
     return int(model.n_seen)

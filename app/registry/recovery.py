@@ -25,7 +25,7 @@ from app.registry.common import (
 )
 from app.registry.handles import Handle, ModelMetrics, estimate_cost
 from app.settings import Settings
-from app.stores.base import ModelGone, Store
+from app.stores.base import ModelGone, Store, incarnation_of
 
 log = logging.getLogger("chorus.registry")
 
@@ -120,6 +120,9 @@ class Recovery:
                         "snapshot has river-backed (pickled) members but is not HMAC-signed; "
                         "refused without decoding (set CHORUS_SNAPSHOT_KEY)"
                     )
+                inc = meta.get("incarnation", incarnation_of(spec))  # (none: a legacy snapshot)
+                if inc != incarnation_of(spec):
+                    raise CorruptSnapshot(f"snapshot of another incarnation of {name!r} ({inc})")
                 model = ensembles.load_state(state)
                 seq = int(meta["seq"])
                 metrics = ModelMetrics.from_json(meta.get("metrics"), window)
@@ -192,7 +195,8 @@ class Recovery:
     @staticmethod
     def _meta(h: Handle, **extra: Any) -> dict[str, Any]:
         """The app metadata a snapshot blob carries beside the state."""
-        return {"name": h.name, "seq": h.seq, "metrics": h.metrics.to_json(), **extra}
+        return {"name": h.name, "incarnation": h.incarnation, "seq": h.seq,
+                "metrics": h.metrics.to_json(), **extra}  # fmt: skip
 
     def encode(self, h: Handle, **extra: Any) -> bytes:
         """The model's snapshot blob (header + arrays, checksummed or HMAC-signed)."""
@@ -215,10 +219,12 @@ class Recovery:
         try:
             if h.unsaved_ids:  # durability none: the ids learned since the last snapshot
                 await self.store.put_keys(
-                    h.name, [(k, s, r) for k, (s, r) in h.unsaved_ids.items() if s > horizon]
+                    h.name,
+                    [(k, s, r) for k, (s, r) in h.unsaved_ids.items() if s > horizon],
+                    h.incarnation,
                 )
-            oldest = await self.store.put_snapshot(h.name, seq, blob)
-            await self.store.trim(h.name, oldest)  # behind the oldest generation kept
+            oldest = await self.store.put_snapshot(h.name, seq, blob, h.incarnation)
+            await self.store.trim(h.name, oldest, h.incarnation)  # behind the oldest one kept
         except ModelGone:
             raise ModelNotFound(f"model {h.name!r} not found") from None
         except STORE_ERRORS as exc:

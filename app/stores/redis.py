@@ -3,7 +3,9 @@
 Keys (``{name}`` is a hash tag, so one model's keys share a Redis Cluster slot)::
 
     chorus:models              SET of model names (listing only; a superset, see below)
+    chorus:data                the data's id (``data_id``; never deleted: gone = data lost)
     chorus:m:{name}:spec       the declared spec (JSON)
+    chorus:m:{name}:inc        the model's incarnation (absent: a legacy model, "")
     chorus:m:{name}:seq        last sequence number appended
     chorus:m:{name}:log        STREAM, entry id "<seq>-0", field "r" = the record
     chorus:m:{name}:snap       HASH {seq, blob, pseq, pblob} (current + previous generation)
@@ -11,7 +13,8 @@ Keys (``{name}`` is a hash tag, so one model's keys share a Redis Cluster slot):
     chorus:m:{name}:idz        ZSET idempotency key -> seq of its entry (forgetting by seq)
     chorus:m:{name}:lease      writer lease (only with several writing processes)
     chorus:m:{name}:p:<pid>    kept prediction (the record holds its expiry; the key lives TTL + max(TTL, 60 s))
-    chorus:m:{name}:pz         ZSET pid -> time kept (the per-model bound)
+    chorus:m:{name}:pz         ZSET pid -> time kept (the per-model bound; expires with the
+                               newest kept prediction)
 
 Every script and transaction touches one model's keys only, so in a Redis Cluster it runs in that
 model's slot. The index ``chorus:models`` is one more key (its own slot) and is written by separate
@@ -39,38 +42,60 @@ from app.stores.base import (
     ModelGone,
     SeqConflict,
     StoreConfigError,
+    incarnation_of,
+    new_incarnation,
     raises_store_errors,
 )
 
-# KEYS: spec, seq, log, ids, idz. ARGV: expected_seq, n, then n x (record, key, response).
-# Everything is checked before the first write, so a refused append writes nothing.
-_APPEND = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-2, 0} end
+# Prefix of the scripts that write one model: gone(spec key, inc key, incarnation) tells whether
+# the model is not there or not that incarnation ('*': any; a missing inc key is legacy, '').
+_GONE = """
+local function gone(spec, inc, want)
+  if redis.call('EXISTS', spec) == 0 then return true end
+  return want ~= '*' and (redis.call('GET', inc) or '') ~= want
+end
+"""
+
+
+def _inc(incarnation: str | None) -> str:
+    """The scripts' incarnation argument (``None``: check none)."""
+    return "*" if incarnation is None else incarnation
+
+
+# KEYS: spec, seq, log, ids, idz, inc. ARGV: expected_seq, n, incarnation, then n x (record, key,
+# response). Everything is checked before the first write, so a refused append writes nothing.
+_APPEND = (
+    _GONE
+    + """
+if gone(KEYS[1], KEYS[6], ARGV[3]) then return {-2, 0} end
 local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
 if cur ~= tonumber(ARGV[1]) then return {-1, cur} end
 local n = tonumber(ARGV[2])
 for i = 0, n - 1 do
-  local key = ARGV[4 + 3 * i]
+  local key = ARGV[5 + 3 * i]
   if key ~= '' and redis.call('HEXISTS', KEYS[4], key) == 1 then return {-3, i} end
 end
 for i = 0, n - 1 do
   cur = cur + 1
-  redis.call('XADD', KEYS[3], cur .. '-0', 'r', ARGV[3 + 3 * i])
-  local key = ARGV[4 + 3 * i]
+  redis.call('XADD', KEYS[3], cur .. '-0', 'r', ARGV[4 + 3 * i])
+  local key = ARGV[5 + 3 * i]
   if key ~= '' then
-    redis.call('HSET', KEYS[4], key, ARGV[5 + 3 * i])
+    redis.call('HSET', KEYS[4], key, ARGV[6 + 3 * i])
     redis.call('ZADD', KEYS[5], cur, key)
   end
 end
 redis.call('SET', KEYS[2], cur)
 return {0, cur}
 """
+)
 
-# KEYS: spec, seq, snap. ARGV: seq, blob. A snapshot never replaces a newer one; a newer one
-# shifts the current snapshot to the previous generation (pseq, pblob). Returns the oldest kept
-# seq (the log may be trimmed up to it), -2 when the model is gone.
-_SNAPSHOT = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
+# KEYS: spec, seq, snap, inc. ARGV: seq, blob, incarnation. A snapshot never replaces a newer
+# one; a newer one shifts the current snapshot to the previous generation (pseq, pblob). Returns
+# the oldest kept seq (the log may be trimmed up to it), -2 when the model is gone.
+_SNAPSHOT = (
+    _GONE
+    + """
+if gone(KEYS[1], KEYS[4], ARGV[3]) then return -2 end
 local seq = tonumber(ARGV[1])
 local have = tonumber(redis.call('HGET', KEYS[3], 'seq') or '-1')
 if seq > have then
@@ -85,6 +110,7 @@ local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
 if seq > cur then redis.call('SET', KEYS[2], ARGV[1]) end
 return tonumber(redis.call('HGET', KEYS[3], 'pseq') or redis.call('HGET', KEYS[3], 'seq'))
 """
+)
 
 # KEYS: ids, idz. ARGV: seq, limit. Forget up to ``limit`` ids of entries at or before seq;
 # returns how many (call again while it is ``limit``).
@@ -96,16 +122,35 @@ redis.call('ZREM', KEYS[2], unpack(old))
 return #old
 """
 
-# KEYS: spec, ids, idz. ARGV: n x (key, seq, response). Ids recorded at a snapshot (durability
-# none), the ones already there kept; -2 when the model is gone.
-_PUT_KEYS = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
-for i = 1, #ARGV, 3 do
+# KEYS: spec, ids, idz, inc. ARGV: incarnation, n x (key, seq, response). Ids recorded at a
+# snapshot (durability none), the ones already there kept; -2 when the model is gone.
+_PUT_KEYS = (
+    _GONE
+    + """
+if gone(KEYS[1], KEYS[4], ARGV[1]) then return -2 end
+for i = 2, #ARGV, 3 do
   if redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 2]) == 1 then
     redis.call('ZADD', KEYS[3], ARGV[i + 1], ARGV[i])
   end
 end
 return 0
+"""
+)
+# KEYS: spec, log, inc. ARGV: the first seq kept, incarnation.
+_TRIM = (
+    _GONE
+    + """
+if gone(KEYS[1], KEYS[3], ARGV[2]) then return 0 end
+return redis.call('XTRIM', KEYS[2], 'MINID', ARGV[1] .. '-0')
+"""
+)
+
+# KEYS: the data id. ARGV: a new id, set if there is none.
+_DATA_ID = """
+local cur = redis.call('GET', KEYS[1])
+if cur then return cur end
+redis.call('SET', KEYS[1], ARGV[1])
+return ARGV[1]
 """
 _FORGET_BATCH = 1000  # ids per script call (Lua's unpack limit, and Redis stays responsive)
 
@@ -130,16 +175,19 @@ redis.call('DEL', unpack(KEYS))
 return existed
 """
 
-# KEYS: spec first, then every other per-model key. ARGV: spec JSON.
+# KEYS: spec first, then every other per-model key, the incarnation's last. ARGV: spec JSON,
+# incarnation.
 _CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end
 redis.call('SET', KEYS[1], ARGV[1])
+if ARGV[2] ~= '' then redis.call('SET', KEYS[#KEYS], ARGV[2]) end
 return 1
 """
 
 _MODELS = "chorus:models"
-_PARTS = ("spec", "seq", "log", "snap", "ids", "idz", "lease", "pz")
+_DATA = "chorus:data"
+_PARTS = ("spec", "seq", "log", "snap", "ids", "idz", "lease", "pz", "inc")
 
 
 def _k(name: str, part: str) -> str:
@@ -176,6 +224,8 @@ class RedisStore:
         self._delete = None
         self._forget = None
         self._put_keys = None
+        self._trim = None
+        self._data_id = None
 
     @property
     def r(self) -> aioredis.Redis:
@@ -220,6 +270,8 @@ class RedisStore:
         self._release = self._r.register_script(_RELEASE)
         self._forget = self._r.register_script(_FORGET)
         self._put_keys = self._r.register_script(_PUT_KEYS)
+        self._trim = self._r.register_script(_TRIM)
+        self._data_id = self._r.register_script(_DATA_ID)
         deadline = time.monotonic() + timeout
         delay = 0.05
         while True:  # startup waits for PING, bounded
@@ -253,10 +305,13 @@ class RedisStore:
         # have dropped the name between the two): see the module docstring
         await self.r.sadd(_MODELS, name)
         keys = [_k(name, p) for p in _PARTS]
-        ok = await self._create(keys=keys, args=[json.dumps(spec)])
+        ok = await self._create(keys=keys, args=[json.dumps(spec), incarnation_of(spec)])
         if ok:
             await self.r.sadd(_MODELS, name)
         return bool(ok)
+
+    async def data_id(self) -> str:
+        return (await self._data_id(keys=[_DATA], args=[new_incarnation()])).decode()
 
     async def get_model(self, name: str) -> dict[str, Any] | None:
         raw = await self.r.get(_k(name, "spec"))
@@ -288,11 +343,13 @@ class RedisStore:
             await self.r.delete(key)
         return bool(existed)
 
-    async def append(self, name: str, entries: list[Entry], expected_seq: int) -> int:
-        args: list[Any] = [expected_seq, len(entries)]
+    async def append(
+        self, name: str, entries: list[Entry], expected_seq: int, incarnation: str | None = None
+    ) -> int:
+        args: list[Any] = [expected_seq, len(entries), _inc(incarnation)]
         for e in entries:
             args += [e.record, e.key or "", e.response or b"" if e.key else b""]
-        keys = [_k(name, p) for p in ("spec", "seq", "log", "ids", "idz")]
+        keys = [_k(name, p) for p in ("spec", "seq", "log", "ids", "idz", "inc")]
         code, value = await self._append(keys=keys, args=args)
         if code == 0:
             return int(value)
@@ -310,9 +367,11 @@ class RedisStore:
         raw = await self.r.get(_k(name, "seq"))
         return int(raw) if raw is not None else 0
 
-    async def put_snapshot(self, name: str, seq: int, blob: bytes) -> int:
-        keys = [_k(name, "spec"), _k(name, "seq"), _k(name, "snap")]
-        oldest = int(await self._snapshot(keys=keys, args=[seq, blob]))
+    async def put_snapshot(
+        self, name: str, seq: int, blob: bytes, incarnation: str | None = None
+    ) -> int:
+        keys = [_k(name, p) for p in ("spec", "seq", "snap", "inc")]
+        oldest = int(await self._snapshot(keys=keys, args=[seq, blob, _inc(incarnation)]))
         if oldest == -2:
             raise ModelGone(name)
         return oldest
@@ -329,8 +388,9 @@ class RedisStore:
         gens = [(s, b) for s, b in ((seq, blob), (pseq, pblob)) if s is not None and b is not None]
         return [(int(s), bytes(b)) for s, b in gens]
 
-    async def trim(self, name: str, upto_seq: int) -> None:
-        await self.r.xtrim(_k(name, "log"), minid=f"{upto_seq + 1}-0", approximate=False)
+    async def trim(self, name: str, upto_seq: int, incarnation: str | None = None) -> None:
+        keys = [_k(name, p) for p in ("spec", "log", "inc")]
+        await self._trim(keys=keys, args=[upto_seq + 1, _inc(incarnation)])
 
     async def get_answers(self, name: str, keys: list[str]) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
@@ -361,10 +421,12 @@ class RedisStore:
         if batch:
             await self.r.zadd(_k(name, "idz"), batch, nx=True)
 
-    async def put_keys(self, name: str, items: list[tuple[str, int, bytes]]) -> None:
-        keys = [_k(name, "spec"), _k(name, "ids"), _k(name, "idz")]
+    async def put_keys(
+        self, name: str, items: list[tuple[str, int, bytes]], incarnation: str | None = None
+    ) -> None:
+        keys = [_k(name, p) for p in ("spec", "ids", "idz", "inc")]
         for i in range(0, len(items), 1000):
-            args: list[Any] = []
+            args: list[Any] = [_inc(incarnation)]
             for key, seq, resp in items[i : i + 1000]:
                 args += [key, seq, resp]
             if await self._put_keys(keys=keys, args=args) == -2:
@@ -389,6 +451,7 @@ class RedisStore:
                 pipe.set(_k(name, f"p:{pid}"), blob, px=px)
                 if max_per_model is not None:  # index by time: the oldest go first
                     pipe.zadd(_k(name, "pz"), {pid: now})
+                    pipe.pexpire(_k(name, "pz"), px)  # (a deleted model's index goes too)
             await pipe.execute()
         if max_per_model is None:
             return set()
