@@ -74,6 +74,11 @@ class StoreUnavailable(ChorusError):
     status_code = 503
 
 
+class StoreDamaged(StoreUnavailable):
+    """The store answered but cannot read the data asked for (a damaged page): retrying will not
+    help; the models whose data it is are marked broken (503 until then)."""
+
+
 class NotReady(ChorusError):
     """Recovery has not finished yet (503)."""
 

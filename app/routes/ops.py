@@ -40,7 +40,8 @@ async def healthz() -> Response:
 async def readyz(reg: RegistryDep, request: Request) -> Response:
     """200 once every model is recovered, the engine can answer (its kernels loaded from numba's
     cache, or, while they compile, their interpreted twins) and the store answers; 503 before
-    (no auth)."""
+    (no auth), or for good when the store is too damaged to list its models (the detail says
+    what to do). Ready with ``detail`` when damaged store data broke some models."""
     if not reg.ready:
         return json_response({"detail": reg.recovery_status()}, 503)
     warmup = request.app.state.warmup
@@ -48,6 +49,9 @@ async def readyz(reg: RegistryDep, request: Request) -> Response:
         return json_response({"detail": warmup.status()}, 503)
     if not await reg.ping():
         return json_response({"detail": f"{reg.store.name} store unreachable"}, 503)
+    damage = reg.damage()  # ready: the other models serve
+    if damage is not None:
+        return json_response({"status": "ready", "engine": warmup.engine, "detail": damage})
     return json_response({"status": "ready", "engine": warmup.engine})
 
 

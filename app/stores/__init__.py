@@ -11,6 +11,7 @@ from app.stores.base import (
     SeqConflict,
     Store,
     StoreConfigError,
+    StoreCorrupt,
     StoreDown,
     StoreError,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "SqliteStore",
     "Store",
     "StoreConfigError",
+    "StoreCorrupt",
     "StoreDown",
     "StoreError",
     "make_store",

@@ -50,6 +50,13 @@ class StoreDown(StoreError):
     so nothing above the store protocol handles redis-py or sqlite3 exceptions."""
 
 
+class StoreCorrupt(StoreDown):
+    """The store answered, but the data asked for cannot be read (a damaged page, a truncated
+    file): retrying will not help. A model whose data it is cannot load (it is marked broken);
+    ``chorus doctor`` checks a store and salvages what can be read. A store says which of its
+    driver's errors mean this with a static ``corrupt(exc) -> bool``."""
+
+
 def raises_store_errors(cls: type[T]) -> type[T]:
     """Class decorator of a store: its public coroutine methods raise :class:`StoreDown` (from
     the driver's exception) for any of the class's ``DRIVER_ERRORS``.
@@ -67,7 +74,9 @@ def raises_store_errors(cls: type[T]) -> type[T]:
                 try:
                     return await fn(self, *args, **kwargs)
                 except type(self).DRIVER_ERRORS as exc:
-                    raise StoreDown(f"{self.name} store: {type(exc).__name__}: {exc}") from exc
+                    corrupt = getattr(type(self), "corrupt", None)
+                    kind = StoreCorrupt if corrupt is not None and corrupt(exc) else StoreDown
+                    raise kind(f"{self.name} store: {type(exc).__name__}: {exc}") from exc
 
             return method
 
