@@ -22,6 +22,7 @@ from typing import Any
 from app.errors import CorruptSnapshot, ModelBroken, ModelNotFound, StoreUnavailable
 from app.registry.common import store_call
 from app.registry.handles import Handle, estimate_cost
+from app.registry.outcomes import reconcile
 from app.registry.recovery import LogGap, Recovery, Unloadable
 
 log = logging.getLogger("chorus.registry")
@@ -139,9 +140,11 @@ class LoadedModels:
         return h
 
     async def clean(self, h: Handle) -> None:
-        """Rebuild a dirty model from the store (the caller holds its lock)."""
+        """Rebuild a dirty model from the store (the caller holds its lock); an append of it whose
+        answer was lost is settled first (:func:`app.registry.outcomes.reconcile`)."""
         if not h.dirty:
             return
+        await reconcile(self.store, h)
         spec = await store_call(self.store.get_model(h.name))
         if spec is None:
             self.drop(h.name)

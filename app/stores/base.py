@@ -50,6 +50,24 @@ class StoreDown(StoreError):
     so nothing above the store protocol handles redis-py or sqlite3 exceptions."""
 
 
+class OutcomeUnknown(StoreDown):
+    """An append was sent but its answer never came (a timeout, a connection lost after the
+    call went out): the store may have applied it, or may still apply it later. The append
+    carried ``token``; the store's ``resolve(name, token, expected_seq, n)`` says what became of
+    it and makes sure it is never applied afterwards if it was not (stores whose failed appends
+    always wrote nothing, as SQLite's transactions, never raise this).
+
+    Parameters
+    ----------
+    token, expected_seq, n
+        The append's request token, the seq it was conditional on and how many entries it had.
+    """
+
+    def __init__(self, message: str, token: str, expected_seq: int, n: int) -> None:
+        super().__init__(message)
+        self.token, self.expected_seq, self.n = token, expected_seq, n
+
+
 class StoreCorrupt(StoreDown):
     """The store answered, but the data asked for cannot be read (a damaged page, a truncated
     file): retrying will not help. A model whose data it is cannot load (it is marked broken);
