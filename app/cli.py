@@ -792,8 +792,11 @@ def doctor(
     verified, log readable) and print a verdict per model; optionally salvage it.
 
     Exit code 0 when the store is healthy, 1 when anything is damaged (also after a salvage).
-    Only reads the store; run it on a copy, or with the server stopped, to be sure of what it saw.
+    Only reads the store; run it with the server stopped (or on a copy) so that what it reads
+    does not move.
     """
+    import sqlite3
+
     from app import doctor as doc
 
     settings = _settings(data_dir, None)
@@ -801,7 +804,7 @@ def doctor(
     key = settings.snapshot_key.encode() if settings.snapshot_key else None
     try:
         report = doc.check(path, key)
-    except (OSError, sqlite3_error()) as exc:
+    except (OSError, sqlite3.Error) as exc:
         fail(f"cannot read the store: {exc}")
     outcome = None
     if salvage_to is not None:
@@ -817,12 +820,6 @@ def doctor(
     else:
         _print_doctor(report, outcome, salvage_to)
     raise typer.Exit(0 if report.healthy else 1)
-
-
-def sqlite3_error() -> type[Exception]:
-    import sqlite3
-
-    return sqlite3.Error
 
 
 def _print_doctor(report: Any, outcome: dict[str, str] | None, salvage_to: Path | None) -> None:

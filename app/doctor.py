@@ -31,6 +31,7 @@ import orjson
 
 from app import snapshot as codec
 from app.errors import ChorusError, CorruptSnapshot
+from app.registry.recovery import Recovery, Unloadable, mentions_river
 from app.stores.sqlite import SqliteStore, _entries
 
 SLOTS = ("snapshots", "snapshots_prev")  # the two snapshot generations' tables
@@ -243,7 +244,7 @@ def _check_model(db: sqlite3.Connection, name: str, key: bytes | None) -> ModelC
                 m.problems.append(f"snapshot at seq {seq} rejected: {exc}")
     m.snapshots.sort(key=lambda s: -s[1])
     if m.spec is None and m.snapshots:
-        m.spec = _spec_of(states[m.snapshots[0][1]], m.problems)
+        m.spec = _spec_of(states[m.snapshots[0][1]], m.problems, key)
         m.spec_from = "snapshot" if m.spec is not None else None
     _check_log(db, m)
     horizon = m.restorable
@@ -262,10 +263,14 @@ def _check_model(db: sqlite3.Connection, name: str, key: bytes | None) -> ModelC
     return m
 
 
-def _spec_of(state: dict, problems: list[str]) -> dict[str, Any] | None:
-    """The declared spec a snapshot's state implies (the engine's spec of the model)."""
+def _spec_of(state: dict, problems: list[str], key: bytes | None) -> dict[str, Any] | None:
+    """The declared spec a snapshot's state implies (the engine's spec of the model). A state
+    with river-backed (pickled) members is loaded only when HMAC-signed, as the server does."""
     import ensembles
 
+    if key is None and mentions_river(state["header"]):
+        problems.append("the newest verified snapshot has river-backed members but is not signed")
+        return None
     try:
         return {**ensembles.load_state(state).spec(), "features": None, "classes": None}
     except Exception as exc:  # noqa: BLE001 - whatever the state is, only this model fails
@@ -366,8 +371,6 @@ async def _create(path: Path) -> None:
 async def _verify(path: Path, report: StoreCheck, settings: Any) -> dict[str, str]:
     """Load every copied model (snapshot + replay, as the server does); those that fail are
     deleted from the copy. Returns model -> why it failed."""
-    from app.registry.recovery import Recovery, Unloadable
-
     store = SqliteStore(path)
     await store.open()
     failed: dict[str, str] = {}

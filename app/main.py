@@ -57,10 +57,9 @@ async def _recover_until_ready(
             raise  # retrying will not help: start-up fails with the message
         except (StoreCorrupt, StoreDamaged) as exc:
             registry.damaged = (
-                f"the store is damaged: it cannot be opened or list its models ({exc}); nothing is "
-                "served. "
-                "Check it and salvage every readable model into a new store with `chorus doctor "
-                "--salvage NEW.db`, then serve the copy"
+                f"the store is damaged: it cannot be opened or list its models ({exc}); nothing "
+                "is served. Check it and salvage every readable model into a new store with "
+                "`chorus doctor --salvage NEW_DIR`, then serve the copy (CHORUS_DATA_DIR=NEW_DIR)"
             )
             log.error("%s", registry.damaged)
             return

@@ -32,8 +32,8 @@ SNAP = 150
 
 
 def _settings(data_dir: Path, **kw) -> Settings:
-    kw = {"snapshot_every": 10**9, "snapshot_interval": 3600, "warmup": "none",
-          "startup_timeout": 2.0, **kw}  # fmt: skip
+    # start-up waits for recovery (up to startup_timeout): a server that recovers answers ready
+    kw = {"snapshot_every": 10**9, "snapshot_interval": 3600, "warmup": "none", **kw}
     return Settings(data_dir=data_dir, **kw)
 
 

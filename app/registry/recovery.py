@@ -43,7 +43,7 @@ class Unloadable(Exception):
     """No stored generation of the model can be loaded (the reason is the message)."""
 
 
-def _mentions_river(header: Any) -> bool:
+def mentions_river(header: Any) -> bool:
     """Whether a decoded snapshot header names a river-backed member anywhere (iterative walk)."""
     stack = [header]
     while stack:
@@ -120,7 +120,7 @@ class Recovery:
         try:
             if blob is not None:
                 state, meta = codec.decode(blob, self._key)
-                if not self._key and _mentions_river(state["header"]):
+                if not self._key and mentions_river(state["header"]):
                     # a plain checksum anyone can recompute: never decode pickled members
                     raise CorruptSnapshot(
                         "snapshot has river-backed (pickled) members but is not HMAC-signed; "
