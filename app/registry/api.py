@@ -23,7 +23,7 @@ from app.registry.handles import Example, Handle, ModelMetrics
 from app.registry.keeper import PredictionKeeper
 from app.registry.loaded import LoadedModels
 from app.registry.reader import ModelReader
-from app.registry.recovery import Recovery
+from app.registry.recovery import DAMAGED, Recovery
 from app.registry.writer import ModelWriter
 from app.river_check import check_river_params
 from app.settings import Settings
@@ -60,10 +60,13 @@ class Registry:
         self.reader = ModelReader(self.models, self.keeper)
         self._ready = False
         self._loading = [0, 0]  # recovery: [models begun, models declared]
+        self.damaged: str | None = None  # why recovery gave up on a damaged store
 
     # ----------------------------------------------------------------- lifecycle
     def recovery_status(self) -> str:
         """What recovery is doing, for ``/readyz`` before the registry is ready."""
+        if self.damaged is not None:
+            return self.damaged
         begun, total = self._loading
         if total == 0:
             return "recovering models from the store"
@@ -72,6 +75,17 @@ class Registry:
         if replaying is not None:
             out += f" ({replaying[0]}: {replaying[1]:,} log entries replayed)"
         return out
+
+    def damage(self) -> str | None:
+        """What ``/readyz`` says beside *ready* when damaged store data broke some models."""
+        names = sorted(n for n, why in self.models.broken.items() if why.startswith(DAMAGED))
+        if not names:
+            return None
+        shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+        return (
+            f"{len(names)} model(s) broken by damaged store data ({shown}); the others serve. "
+            "Check and salvage the store with `chorus doctor`"
+        )
 
     @property
     def ready(self) -> bool:
@@ -293,7 +307,7 @@ class Registry:
     # ----------------------------------------------------------------- internals
     def _check_ready(self) -> None:
         if not self._ready:
-            raise NotReady("recovering models from the store; not ready yet")
+            raise NotReady(self.damaged or "recovering models from the store; not ready yet")
 
     async def _get(self, name: str) -> Handle:
         self._check_ready()

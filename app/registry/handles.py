@@ -111,6 +111,7 @@ class Handle:
     pending: list = field(default_factory=list)  # [(examples, future)] waiting for the writer
     writer: asyncio.Task | None = None
     cost: int = 0  # estimated bytes in memory (LoadedModels' budget), updated at load / snapshot
+    unsettled: Any = None  # an append whose answer was lost (stores.OutcomeUnknown): outcomes.py
 
     @property
     def incarnation(self) -> str:

@@ -29,6 +29,7 @@ from typing import Any
 from app.errors import CorruptSnapshot, ModelBroken, ModelNotFound, StoreUnavailable
 from app.registry.common import store_call
 from app.registry.handles import Handle, estimate_cost
+from app.registry.outcomes import reconcile
 from app.registry.recovery import LogGap, Recovery, Unloadable
 from app.stores.base import incarnation_of
 
@@ -156,10 +157,12 @@ class LoadedModels:
         return h
 
     async def clean(self, h: Handle) -> None:
-        """Rebuild a dirty model from the store (the caller holds its lock); one whose
+        """Rebuild a dirty model from the store (the caller holds its lock): an append of it whose
+        answer was lost is settled first (:func:`app.registry.outcomes.reconcile`); one whose
         incarnation is gone is dropped (:class:`ModelNotFound`), never rebuilt as another."""
         if not h.dirty:
             return
+        await reconcile(self.store, h)
         spec = await store_call(self.store.get_model(h.name))
         if spec is None or incarnation_of(spec) != h.incarnation:
             self.discard(h)

@@ -44,8 +44,9 @@ from app.registry.common import (
 )
 from app.registry.handles import Example, Handle, key_cost
 from app.registry.loaded import LoadedModels
+from app.registry.outcomes import settle_lost
 from app.registry.recovery import LogGap
-from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict
+from app.stores.base import DuplicateKey, Entry, ModelGone, OutcomeUnknown, SeqConflict
 
 log = logging.getLogger("chorus.registry")
 
@@ -316,6 +317,8 @@ class ModelWriter:
         if log_durable:
             try:
                 new_seq = await self.store.append(h.name, entries, h.seq, h.incarnation)
+            except OutcomeUnknown as exc:  # sent, unanswered: applied, fenced, or unknown
+                new_seq = await settle_lost(self.store, h, exc)
             except STORE_ERRORS as exc:
                 h.dirty = True
                 raise StoreUnavailable(f"store unavailable, nothing applied: {exc}") from exc

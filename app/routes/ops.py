@@ -42,7 +42,8 @@ async def readyz(reg: RegistryDep, request: Request) -> Response:
     cache, or, while they compile, their interpreted twins) and the store answers; 503 before
     (no auth). 503 too when the store is found to have lost its data under the running server
     (a Redis restarted empty): the models held in memory are dropped then, so the next call
-    answers as the store now is."""
+    answers as the store now is; or for good when the store is too damaged to list its models (the
+    detail says what to do). Ready with ``detail`` when damaged store data broke some models."""
     if not reg.ready:
         return json_response({"detail": reg.recovery_status()}, 503)
     warmup = request.app.state.warmup
@@ -53,6 +54,9 @@ async def readyz(reg: RegistryDep, request: Request) -> Response:
     lost = await reg.check_store()
     if lost is not None:
         return json_response({"detail": lost}, 503)
+    damage = reg.damage()  # ready: the other models serve
+    if damage is not None:
+        return json_response({"status": "ready", "engine": warmup.engine, "detail": damage})
     return json_response({"status": "ready", "engine": warmup.engine})
 
 

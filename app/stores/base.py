@@ -63,6 +63,31 @@ def incarnation_of(spec: dict[str, Any]) -> str:
     return str(spec.get("incarnation") or "")
 
 
+class OutcomeUnknown(StoreDown):
+    """An append was sent but its answer never came (a timeout, a connection lost after the
+    call went out): the store may have applied it, or may still apply it later. The append
+    carried ``token``; the store's ``resolve(name, token, expected_seq, n)`` says what became of
+    it and makes sure it is never applied afterwards if it was not (stores whose failed appends
+    always wrote nothing, as SQLite's transactions, never raise this).
+
+    Parameters
+    ----------
+    token, expected_seq, n
+        The append's request token, the seq it was conditional on and how many entries it had.
+    """
+
+    def __init__(self, message: str, token: str, expected_seq: int, n: int) -> None:
+        super().__init__(message)
+        self.token, self.expected_seq, self.n = token, expected_seq, n
+
+
+class StoreCorrupt(StoreDown):
+    """The store answered, but the data asked for cannot be read (a damaged page, a truncated
+    file): retrying will not help. A model whose data it is cannot load (it is marked broken);
+    ``chorus doctor`` checks a store and salvages what can be read. A store says which of its
+    driver's errors mean this with a static ``corrupt(exc) -> bool``."""
+
+
 def raises_store_errors(cls: type[T]) -> type[T]:
     """Class decorator of a store: its public coroutine methods raise :class:`StoreDown` (from
     the driver's exception) for any of the class's ``DRIVER_ERRORS``.
@@ -80,7 +105,9 @@ def raises_store_errors(cls: type[T]) -> type[T]:
                 try:
                     return await fn(self, *args, **kwargs)
                 except type(self).DRIVER_ERRORS as exc:
-                    raise StoreDown(f"{self.name} store: {type(exc).__name__}: {exc}") from exc
+                    corrupt = getattr(type(self), "corrupt", None)
+                    kind = StoreCorrupt if corrupt is not None and corrupt(exc) else StoreDown
+                    raise kind(f"{self.name} store: {type(exc).__name__}: {exc}") from exc
 
             return method
 

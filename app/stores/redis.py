@@ -12,6 +12,7 @@ Keys (``{name}`` is a hash tag, so one model's keys share a Redis Cluster slot):
     chorus:m:{name}:ids        HASH idempotency key -> stored response
     chorus:m:{name}:idz        ZSET idempotency key -> seq of its entry (forgetting by seq)
     chorus:m:{name}:lease      writer lease (only with several writing processes)
+    chorus:m:{name}:fence      SET of request tokens of appends settled as not applied (a day)
     chorus:m:{name}:p:<pid>    kept prediction (the record holds its expiry; the key lives TTL + max(TTL, 60 s))
     chorus:m:{name}:pz         ZSET pid -> time kept (the per-model bound; expires with the
                                newest kept prediction)
@@ -27,7 +28,9 @@ leaves a name without a spec, which listing skips (a later create of that name r
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import secrets
 import time
 from typing import Any
 
@@ -40,8 +43,10 @@ from app.stores.base import (
     DuplicateKey,
     Entry,
     ModelGone,
+    OutcomeUnknown,
     SeqConflict,
     StoreConfigError,
+    StoreDown,
     incarnation_of,
     new_incarnation,
     raises_store_errors,
@@ -62,22 +67,30 @@ def _inc(incarnation: str | None) -> str:
     return "*" if incarnation is None else incarnation
 
 
-# KEYS: spec, seq, log, ids, idz, inc. ARGV: expected_seq, n, incarnation, then n x (record, key,
-# response). Everything is checked before the first write, so a refused append writes nothing.
+# KEYS: spec, seq, log, ids, idz, inc, fence. ARGV: expected_seq, n, incarnation, then n x
+# (record, key, response), then the request token. Everything is checked before the first write,
+# so a refused append writes nothing. The token goes with the last entry (field "t"); a token in
+# ``fence`` (an append whose answer was lost and that _RESOLVE settled as not applied) is refused.
 _APPEND = (
     _GONE
     + """
 if gone(KEYS[1], KEYS[6], ARGV[3]) then return {-2, 0} end
+local n = tonumber(ARGV[2])
+local token = ARGV[4 + 3 * n]
+if redis.call('SISMEMBER', KEYS[7], token) == 1 then return {-4, 0} end
 local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
 if cur ~= tonumber(ARGV[1]) then return {-1, cur} end
-local n = tonumber(ARGV[2])
 for i = 0, n - 1 do
   local key = ARGV[5 + 3 * i]
   if key ~= '' and redis.call('HEXISTS', KEYS[4], key) == 1 then return {-3, i} end
 end
 for i = 0, n - 1 do
   cur = cur + 1
-  redis.call('XADD', KEYS[3], cur .. '-0', 'r', ARGV[4 + 3 * i])
+  if i == n - 1 then
+    redis.call('XADD', KEYS[3], cur .. '-0', 'r', ARGV[4 + 3 * i], 't', token)
+  else
+    redis.call('XADD', KEYS[3], cur .. '-0', 'r', ARGV[4 + 3 * i])
+  end
   local key = ARGV[5 + 3 * i]
   if key ~= '' then
     redis.call('HSET', KEYS[4], key, ARGV[6 + 3 * i])
@@ -88,6 +101,27 @@ redis.call('SET', KEYS[2], cur)
 return {0, cur}
 """
 )
+
+# KEYS: seq, log, fence. ARGV: token, expected_seq, n. What became of an append whose answer
+# was lost: 1 applied (its last entry carries the token), 0 not applied and now never will be
+# (the token is fenced: the append, should it still arrive, refuses itself; or another append
+# holds those seqs, which the conditional append cannot pass), -1 unknown (the log moved past
+# it and was trimmed there).
+_RESOLVE = """
+local last = tonumber(ARGV[2]) + tonumber(ARGV[3])
+local found = redis.call('XRANGE', KEYS[2], last .. '-0', last .. '-0')
+if #found == 1 then
+  local fields = found[1][2]
+  for i = 1, #fields, 2 do
+    if fields[i] == 't' and fields[i + 1] == ARGV[1] then return 1 end
+  end
+  return 0
+end
+if tonumber(redis.call('GET', KEYS[1]) or '0') >= last then return -1 end
+redis.call('SADD', KEYS[3], ARGV[1])
+redis.call('PEXPIRE', KEYS[3], 86400000)
+return 0
+"""
 
 # KEYS: spec, seq, snap, inc. ARGV: seq, blob, incarnation. A snapshot never replaces a newer
 # one; a newer one shifts the current snapshot to the previous generation (pseq, pblob). Returns
@@ -187,11 +221,19 @@ return 1
 
 _MODELS = "chorus:models"
 _DATA = "chorus:data"
-_PARTS = ("spec", "seq", "log", "snap", "ids", "idz", "lease", "pz", "inc")
+_PARTS = ("spec", "seq", "log", "snap", "ids", "idz", "lease", "pz", "inc", "fence")
 
 
 def _k(name: str, part: str) -> str:
     return f"chorus:m:{{{name}}}:{part}"
+
+
+def _not_sent(exc: BaseException) -> bool:
+    """Whether a failed call surely never reached Redis: no connection could be made (redis-py
+    says "connecting to"); any other failure may come after the command went out."""
+    return isinstance(exc, redis.exceptions.ConnectionError | OSError) and (
+        "connecting to" in str(exc)
+    )
 
 
 @raises_store_errors
@@ -226,6 +268,9 @@ class RedisStore:
         self._put_keys = None
         self._trim = None
         self._data_id = None
+        self._resolve = None
+        self._tokens = itertools.count()
+        self._token_prefix = secrets.token_hex(6)  # this client: tokens are unique per append
 
     @property
     def r(self) -> aioredis.Redis:
@@ -272,6 +317,7 @@ class RedisStore:
         self._put_keys = self._r.register_script(_PUT_KEYS)
         self._trim = self._r.register_script(_TRIM)
         self._data_id = self._r.register_script(_DATA_ID)
+        self._resolve = self._r.register_script(_RESOLVE)
         deadline = time.monotonic() + timeout
         delay = 0.05
         while True:  # startup waits for PING, bounded
@@ -349,15 +395,34 @@ class RedisStore:
         args: list[Any] = [expected_seq, len(entries), _inc(incarnation)]
         for e in entries:
             args += [e.record, e.key or "", e.response or b"" if e.key else b""]
-        keys = [_k(name, p) for p in ("spec", "seq", "log", "ids", "idz", "inc")]
-        code, value = await self._append(keys=keys, args=args)
+        token = f"{self._token_prefix}.{next(self._tokens)}"
+        args.append(token)
+        keys = [_k(name, p) for p in ("spec", "seq", "log", "ids", "idz", "inc", "fence")]
+        try:
+            code, value = await self._append(keys=keys, args=args)
+        except self.DRIVER_ERRORS as exc:
+            if _not_sent(exc):
+                raise
+            raise OutcomeUnknown(
+                f"{self.name} store: {type(exc).__name__}: {exc}", token, expected_seq, len(entries)
+            ) from exc
         if code == 0:
             return int(value)
         if code == -1:
             raise SeqConflict(int(value))
         if code == -2:
             raise ModelGone(name)
+        if code == -4:  # (a token is used once: only a duplicated call can meet its fence)
+            raise StoreDown(f"append {token} was settled as not applied")
         raise DuplicateKey(entries[int(value)].key or "")
+
+    async def resolve(self, name: str, token: str, expected_seq: int, n: int) -> bool | None:
+        """What became of the append that raised :class:`~app.stores.base.OutcomeUnknown`:
+        ``True`` applied, ``False`` not applied and never will be, ``None`` unknown (its
+        entries were trimmed after another process appended past them)."""
+        keys = [_k(name, "seq"), _k(name, "log"), _k(name, "fence")]
+        code = int(await self._resolve(keys=keys, args=[token, expected_seq, n]))
+        return None if code < 0 else bool(code)
 
     async def read(self, name: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:
         rows = await self.r.xrange(_k(name, "log"), min=f"{after_seq + 1}-0", max="+", count=limit)

@@ -79,6 +79,14 @@ class SqliteStore:
     name = "sqlite"
     DRIVER_ERRORS: tuple[type[Exception], ...] = (sqlite3.DatabaseError, OSError)
 
+    @staticmethod
+    def corrupt(exc: BaseException) -> bool:
+        """Whether a driver error means damaged data (SQLite's ``SQLITE_CORRUPT`` or
+        ``SQLITE_NOTADB``, or a log row that does not split into its entries), not a busy or
+        unreachable file: :class:`~app.stores.base.StoreCorrupt`."""
+        code = getattr(exc, "sqlite_errorcode", None) or 0
+        return (code & 0xFF) in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
     def __init__(self, path: str | Path, synchronous: str = "NORMAL") -> None:
         self.path = Path(path)
         self.synchronous = synchronous
@@ -398,12 +406,17 @@ def _entries(last: int, n: int, record: bytes) -> list[tuple[int, bytes]]:
     if n == 1:
         return [(last, bytes(record))]
     out, pos, blob = [], 0, memoryview(record)
-    for seq in range(last - n + 1, last + 1):
-        (size,) = _LEN.unpack_from(blob, pos)
-        out.append((seq, bytes(blob[pos + 4 : pos + 4 + size])))
-        pos += 4 + size
+    try:
+        for seq in range(last - n + 1, last + 1):
+            (size,) = _LEN.unpack_from(blob, pos)
+            out.append((seq, bytes(blob[pos + 4 : pos + 4 + size])))
+            pos += 4 + size
+    except struct.error:
+        pos = len(blob) + 1  # a length past the row's end
     if pos != len(blob):
-        raise sqlite3.DatabaseError(f"log row at seq {last}: {len(blob) - pos} bytes left over")
+        exc = sqlite3.DatabaseError(f"log row at seq {last}: its {n} entries do not fit its bytes")
+        exc.sqlite_errorcode = sqlite3.SQLITE_CORRUPT  # damaged data: StoreCorrupt
+        raise exc
     return out
 
 
