@@ -32,6 +32,7 @@ import orjson
 from app import snapshot as codec
 from app.errors import ChorusError, CorruptSnapshot
 from app.registry.recovery import Recovery, Unloadable, mentions_river
+from app.stores.base import incarnation_of
 from app.stores.sqlite import SqliteStore, _entries
 
 SLOTS = ("snapshots", "snapshots_prev")  # the two snapshot generations' tables
@@ -232,19 +233,23 @@ def _check_model(db: sqlite3.Connection, name: str, key: bytes | None) -> ModelC
     except (sqlite3.DatabaseError, ValueError, TypeError) as exc:
         m.problems.append(f"models table row unreadable: {_err(exc)}")
     states: dict[int, dict] = {}
+    metas: dict[int, dict] = {}
     for slot in SLOTS:
         rows, error = _tolerant(db, f"SELECT seq, blob FROM {slot} WHERE model = ?", (name,))  # noqa: S608
         if error is not None:
             m.problems.append(f"snapshot table {slot} unreadable: {error}")
         for seq, blob in rows:
             try:
-                states[seq], _ = codec.decode(bytes(blob), key)
+                states[seq], metas[seq] = codec.decode(bytes(blob), key)
                 m.snapshots.append((slot, int(seq), bytes(blob)))
             except CorruptSnapshot as exc:
                 m.problems.append(f"snapshot at seq {seq} rejected: {exc}")
     m.snapshots.sort(key=lambda s: -s[1])
     if m.spec is None and m.snapshots:
-        m.spec = _spec_of(states[m.snapshots[0][1]], m.problems, key)
+        newest = m.snapshots[0][1]
+        m.spec = _spec_of(states[newest], m.problems, key)
+        if m.spec is not None and metas[newest].get("incarnation"):
+            m.spec["incarnation"] = metas[newest]["incarnation"]  # the life its snapshots carry
         m.spec_from = "snapshot" if m.spec is not None else None
     _check_log(db, m)
     horizon = m.restorable
@@ -332,8 +337,9 @@ def salvage(report: StoreCheck, out_dir: Path, settings: Any) -> dict[str, str]:
                 continue
             seq = m.restorable
             db.execute(
-                "INSERT INTO models (name, spec, last_seq, created) VALUES (?, ?, ?, ?)",
-                (m.name, json.dumps(m.spec), seq, m.created or time.time()),
+                "INSERT INTO models (name, spec, last_seq, created, incarnation)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (m.name, json.dumps(m.spec), seq, m.created or time.time(), incarnation_of(m.spec)),
             )
             db.executemany(
                 "INSERT INTO log (model, seq, n, record) VALUES (?, ?, ?, ?)",

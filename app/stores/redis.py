@@ -221,7 +221,8 @@ return 1
 
 _MODELS = "chorus:models"
 _DATA = "chorus:data"
-_PARTS = ("spec", "seq", "log", "snap", "ids", "idz", "lease", "pz", "inc", "fence")
+# the create script writes the incarnation into the last part: "inc" stays last
+_PARTS = ("spec", "seq", "log", "snap", "ids", "idz", "lease", "pz", "fence", "inc")
 
 
 def _k(name: str, part: str) -> str:
