@@ -707,17 +707,22 @@ async def _import_blob(blob: bytes, name: str, settings: Any) -> int:
 
     if not NAME_RE.match(name):
         raise ReplayError(f"--name: {name!r} is not a model name ({NAME_RULE})")
-    spec = dict(meta.get("spec") or model.spec())
+    from app.stores.base import new_incarnation
+
+    # a new life of the model (an exported spec names the incarnation it came from)
+    spec = {**(meta.get("spec") or model.spec()), "incarnation": new_incarnation()}
     # the snapshot's sequence number is at least 1 so that a server which loaded the empty model
     # between the two writes below sees the log move and reloads from this snapshot
     seq = max(1, int(meta.get("seq") or 0))
-    out_meta = {"name": name, "seq": seq, "metrics": meta.get("metrics")}
+    out_meta = {"name": name, "incarnation": spec["incarnation"], "seq": seq,
+                "metrics": meta.get("metrics")}  # fmt: skip
     store = make_store(settings)
     await store.open(min(settings.startup_timeout, 10.0))
     try:
         if not await store.create_model(name, spec):
             raise ReplayError(f"model {name!r} already exists; choose another --name")
-        await store.put_snapshot(name, seq, snapshot.encode(state, out_meta, key))
+        blob = snapshot.encode(state, out_meta, key)
+        await store.put_snapshot(name, seq, blob, spec["incarnation"])
     finally:
         await store.close()
     return int(model.n_seen)
@@ -769,6 +774,77 @@ def import_model(
     except (ReplayError, ServiceError) as exc:
         fail(f"{file}: {exc}")
     out.print(f"imported model {name} ({n_seen:,} examples seen) from {file}")
+
+
+# ---------------------------------------------------------------------------- doctor
+
+
+@app.command()
+def doctor(
+    data_dir: DataDirOpt = None,
+    salvage_to: Annotated[
+        Path | None,
+        typer.Option(
+            "--salvage",
+            help="Copy every readable model into a new store in this directory (its chorus.db "
+            "must not exist); serve it with CHORUS_DATA_DIR=DIR.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check a SQLite store (SQLite's integrity check; per model: spec, snapshots decoded and
+    verified, log readable) and print a verdict per model; optionally salvage it.
+
+    Exit code 0 when the store is healthy, 1 when anything is damaged (also after a salvage).
+    Only reads the store; run it with the server stopped (or on a copy) so that what it reads
+    does not move.
+    """
+    import sqlite3
+
+    from app import doctor as doc
+
+    settings = _settings(data_dir, None)
+    path = settings.data_dir / "chorus.db"
+    key = settings.snapshot_key.encode() if settings.snapshot_key else None
+    try:
+        report = doc.check(path, key)
+    except (OSError, sqlite3.Error) as exc:
+        fail(f"cannot read the store: {exc}")
+    outcome = None
+    if salvage_to is not None:
+        try:
+            outcome = doc.salvage(report, salvage_to, settings)
+        except OSError as exc:
+            fail(f"--salvage: {exc}")
+    if as_json:
+        data = report.to_json()
+        if outcome is not None:
+            data["salvage"] = {"path": str(salvage_to / "chorus.db"), "models": outcome}
+        _print_json(data)
+    else:
+        _print_doctor(report, outcome, salvage_to)
+    raise typer.Exit(0 if report.healthy else 1)
+
+
+def _print_doctor(report: Any, outcome: dict[str, str] | None, salvage_to: Path | None) -> None:
+    out.print(f"store {report.path}: {'healthy' if report.healthy else 'DAMAGED'}")
+    problems = [line for line in report.integrity if line != "ok"]
+    out.print(
+        "integrity_check: ok"
+        if not problems
+        else f"integrity_check: {len(problems)} problem(s):"
+        + "".join(f"\n    {line}" for line in problems)
+    )
+    out.print(f"models table: {report.models_table}")
+    if not report.models:
+        out.print("no models found")
+    for m in report.models.values():
+        out.print(m.summary())
+    if outcome is not None and salvage_to is not None:
+        out.print(f"salvage into {salvage_to / 'chorus.db'}:")
+        for name, what in outcome.items():
+            out.print(f"  {name}: {what}")
 
 
 def main() -> None:

@@ -1,8 +1,8 @@
 """Python client for a Chorus server (sync :class:`ChorusClient` and async :class:`AsyncChorusClient`).
 
 Both clients speak the HTTP API of ``docs/http-api.md`` over httpx and return typed results.
-Requests that fail with 503 (store unreachable, nothing applied), 429, or a connection error are
-retried a bounded number of times with exponential backoff and jitter. A request that may have
+Requests that fail with 503 (store unreachable, nothing applied; or, for a learn, outcome unknown:
+its ids make the retry safe), 429, or a connection error are retried a bounded number of times with exponential backoff and jitter. A request that may have
 reached the server before failing (a read timeout, a dropped connection) is retried only when
 repeating it cannot apply it twice: ``learn`` calls always carry an idempotency ``id`` (one is
 generated when you don't give one), so the server answers a repeat with ``"duplicate": true``

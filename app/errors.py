@@ -74,6 +74,17 @@ class StoreUnavailable(ChorusError):
     status_code = 503
 
 
+class OutcomeUnknownError(StoreUnavailable):
+    """The store did not answer an append that it may have applied (503 whose detail starts
+    with "outcome unknown", header ``X-Chorus-Outcome: unknown``): resend with the same ids, or
+    read the model's ``seq`` to find out."""
+
+
+class StoreDamaged(StoreUnavailable):
+    """The store answered but cannot read the data asked for (a damaged page): retrying will not
+    help; the models whose data it is are marked broken (503 until then)."""
+
+
 class NotReady(ChorusError):
     """Recovery has not finished yet (503)."""
 
@@ -157,6 +168,8 @@ def install_error_handlers(app: FastAPI) -> None:
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
         if isinstance(exc, StoreUnavailable | NotReady | NotCaughtUp):
             headers = {"Retry-After": "1"}
+        if isinstance(exc, OutcomeUnknownError):
+            headers = {"Retry-After": "1", "X-Chorus-Outcome": "unknown"}
         return _json(exc.status_code, exc.detail, headers)
 
     @app.exception_handler(RequestValidationError)

@@ -13,13 +13,13 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
-from app.errors import install_error_handlers
+from app.errors import StoreDamaged, install_error_handlers
 from app.guard import BODY_METHODS, Guard, InFlight
 from app.registry import Registry
 from app.routes import learn, models, ops, predict
 from app.routes.docs import install_docs
 from app.settings import Settings, get_settings
-from app.stores import Store, StoreConfigError, make_store
+from app.stores import Store, StoreConfigError, StoreCorrupt, make_store
 from app.warmup import Warmup, parse_kinds
 
 log = logging.getLogger("chorus")
@@ -41,7 +41,12 @@ async def _recover_until_ready(
 ) -> None:
     """Open the store and recover every model, retrying while the store fails. The warm-up of
     the stored models' kinds starts first: on a cold numba cache the interpreted kernels then
-    load the snapshots and replay the logs while the compiled ones are built elsewhere."""
+    load the snapshots and replay the logs while the compiled ones are built elsewhere.
+
+    A store that answers but cannot be opened or list its models because its data is damaged is
+    not retried (that will not help): ``/readyz`` and one ERROR line say so, and what to do. A
+    damaged model's own data only breaks that model (:class:`~app.registry.loaded.LoadedModels`).
+    """
     delay = 0.1
     while True:
         try:
@@ -52,6 +57,14 @@ async def _recover_until_ready(
             return
         except StoreConfigError:
             raise  # retrying will not help: start-up fails with the message
+        except (StoreCorrupt, StoreDamaged) as exc:
+            registry.damaged = (
+                f"the store is damaged: it cannot be opened or list its models ({exc}); nothing "
+                "is served. Check it and salvage every readable model into a new store with "
+                "`chorus doctor --salvage NEW_DIR`, then serve the copy (CHORUS_DATA_DIR=NEW_DIR)"
+            )
+            log.error("%s", registry.damaged)
+            return
         except Exception as exc:  # noqa: BLE001 - keep retrying; /readyz says 503 meanwhile
             log.warning("recovery failed (%s: %s); retrying", type(exc).__name__, exc)
             await asyncio.sleep(delay)

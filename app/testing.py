@@ -183,6 +183,17 @@ class RedisServer:
         stop_process(self.proc, 10)
         self.proc = None
 
+    def pause(self) -> None:
+        """SIGSTOP: the server keeps its connections and what clients send it, and answers
+        nothing until :meth:`resume` (a stalled Redis, as under a long fork or swap)."""
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after :meth:`pause`: it then runs what was sent meanwhile."""
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGCONT)
+
     def flushall(self) -> None:
         with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
             s.sendall(b"FLUSHALL\r\n")

@@ -41,7 +41,7 @@ def test_expected_commands_exist():
     names = {" ".join(p) for p in all_commands()}
     for expected in (
         "serve", "replay", "predict", "learn", "export", "import", "warmup",
-        "models create", "models list", "models show", "models delete",
+        "models create", "models list", "models show", "models delete", "doctor",
     ):  # fmt: skip
         assert expected in names
 

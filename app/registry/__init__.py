@@ -8,6 +8,8 @@ Read in this order (each part is one file):
 - :mod:`app.registry.loaded` — :class:`LoadedModels`: which models are in memory (load on demand,
   unload after a snapshot), broken models, periodic snapshots;
 - :mod:`app.registry.recovery` — :class:`Recovery`: snapshot + log replay in, snapshot + trim out;
+- :mod:`app.registry.outcomes` — appends whose answer was lost (a Redis timeout): settled as
+  applied or fenced before the model is used again;
 - :mod:`app.registry.keeper` — :class:`PredictionKeeper`: features kept for delayed labels;
 - :mod:`app.registry.ids` — :class:`~app.registry.ids.SeenIds`: the small in-memory filter of
   the idempotency ids a model may have seen (the ids and their answers are in the store);

@@ -23,11 +23,11 @@ from app.registry.handles import Example, Handle, ModelMetrics
 from app.registry.keeper import PredictionKeeper
 from app.registry.loaded import LoadedModels
 from app.registry.reader import ModelReader
-from app.registry.recovery import Recovery
+from app.registry.recovery import DAMAGED, Recovery
 from app.registry.writer import ModelWriter
 from app.river_check import check_river_params
 from app.settings import Settings
-from app.stores.base import Store
+from app.stores.base import Store, new_incarnation
 
 log = logging.getLogger("chorus.registry")
 LIST_LIMIT = 100  # models per page of GET /models, unless the request says otherwise
@@ -60,10 +60,13 @@ class Registry:
         self.reader = ModelReader(self.models, self.keeper)
         self._ready = False
         self._loading = [0, 0]  # recovery: [models begun, models declared]
+        self.damaged: str | None = None  # why recovery gave up on a damaged store
 
     # ----------------------------------------------------------------- lifecycle
     def recovery_status(self) -> str:
         """What recovery is doing, for ``/readyz`` before the registry is ready."""
+        if self.damaged is not None:
+            return self.damaged
         begun, total = self._loading
         if total == 0:
             return "recovering models from the store"
@@ -73,6 +76,17 @@ class Registry:
             out += f" ({replaying[0]}: {replaying[1]:,} log entries replayed)"
         return out
 
+    def damage(self) -> str | None:
+        """What ``/readyz`` says beside *ready* when damaged store data broke some models."""
+        names = sorted(n for n, why in self.models.broken.items() if why.startswith(DAMAGED))
+        if not names:
+            return None
+        shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+        return (
+            f"{len(names)} model(s) broken by damaged store data ({shown}); the others serve. "
+            "Check and salvage the store with `chorus doctor`"
+        )
+
     @property
     def ready(self) -> bool:
         """Whether every declared model was recovered (requests are refused before)."""
@@ -81,6 +95,7 @@ class Registry:
     async def recover(self, before_load: Callable[[dict[str, dict]], object] | None = None) -> None:
         """Load every declared model (snapshot + log replay); then the registry is ready.
         ``before_load`` is called with the declared specs (name -> spec) before any loads."""
+        await self.models.check_data()  # the store's data id, to notice it lost its data later
         specs = await _store(self.store.list_models())
         if before_load is not None:
             before_load(specs)
@@ -109,6 +124,15 @@ class Registry:
     async def ping(self) -> bool:
         """Whether the store answers."""
         return await self.store.ping()
+
+    async def check_store(self) -> str | None:
+        """``None`` while the store holds the data this process started on; else what was
+        lost since the last call (noticed here or by a read: logged at ERROR once, the models
+        held in memory dropped, to load again on demand, so the ones the store no longer
+        declares answer 404)."""
+        await self.models.check_data()
+        lost, self.models.lost = self.models.lost, None
+        return lost
 
     def loaded_specs(self) -> list[dict[str, Any]]:
         """Specs of the models in memory."""
@@ -159,7 +183,8 @@ class Registry:
                 "CHORUS_SNAPSHOT_KEY (an HMAC key kept outside the store) to be set on the server"
             )
         model.threads = self.settings.threads
-        stored = {**model.spec(), "features": features, "classes": classes}
+        stored = {**model.spec(), "features": features, "classes": classes,
+                  "incarnation": new_incarnation()}  # fmt: skip
         if not await _store(self.store.create_model(name, stored)):
             raise ModelExists(f"model {name!r} already exists")
         h = Handle(name, stored, model, metrics=ModelMetrics(self.settings.metrics_window))
@@ -230,8 +255,20 @@ class Registry:
         """Predict-then-learn ``examples`` in order; the answer comes after the log append
         (:mod:`app.registry.writer`). One ``{"prediction", "probabilities", "seq",
         "duplicate"}`` per example. ``batch``: they are a request's ``examples`` (a refusal
-        names ``examples.<i>.<field>``, even for one)."""
-        return await self.writer.learn(await self._get(name), examples, batch=batch)
+        names ``examples.<i>.<field>``, even for one).
+
+        A request that found an incarnation of ``name`` that is gone by the time its group is
+        written (deleted, maybe created again) is not written there (the store refuses it);
+        it is tried once on the model now held under ``name`` (404 if there is none).
+        """
+        h = await self._get(name)
+        try:
+            return await self.writer.learn(h, examples, batch=batch)
+        except ModelNotFound:
+            again = await self._get(name)
+            if again is h:
+                raise
+            return await self.writer.learn(again, examples, batch=batch)
 
     async def learn_delayed(
         self, name: str, prediction_id: str, label: Any, key: str | None = None
@@ -241,10 +278,13 @@ class Registry:
         Each prediction id is learned at most once (it doubles as the idempotency key); the
         prediction that was actually served is the one scored.
         """
-        await self._get(name)  # 404 / 409 before the kept prediction is looked up
-        x, served = await self.keeper.take(name, prediction_id)
+        # 404 / 409 before the kept prediction is looked up; the store's incarnation (a label
+        # is learned by the incarnation that served its prediction only)
+        self._check_ready()
+        h = await self.reader.fresh(name, always=True)
+        x, served = await self.keeper.take(name, h.incarnation, prediction_id)
         ex = Example(x, label, 1.0, key or f"pid:{prediction_id}", served)
-        (result,) = await self.learn(name, [ex])
+        (result,) = await self.writer.learn(h, [ex])  # not tried on another incarnation
         return result
 
     # ----------------------------------------------------------------- predicting
@@ -267,7 +307,7 @@ class Registry:
     # ----------------------------------------------------------------- internals
     def _check_ready(self) -> None:
         if not self._ready:
-            raise NotReady("recovering models from the store; not ready yet")
+            raise NotReady(self.damaged or "recovering models from the store; not ready yet")
 
     async def _get(self, name: str) -> Handle:
         self._check_ready()

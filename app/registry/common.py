@@ -7,8 +7,8 @@ from typing import Any
 
 import orjson
 
-from app.errors import StoreUnavailable
-from app.stores.base import StoreDown
+from app.errors import StoreDamaged, StoreUnavailable
+from app.stores.base import StoreCorrupt, StoreDown
 
 STORE_ERRORS = (StoreDown,)  # what a store raises when it fails (app.stores.base)
 _DUMPS_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
@@ -77,9 +77,12 @@ def error_field(exc: Exception, rows: list[int] | None = None) -> str:
 
 
 async def store_call(coro):
-    """Await a store call; its failure becomes :class:`StoreUnavailable` (503)."""
+    """Await a store call; its failure becomes :class:`StoreUnavailable` (503), or
+    :class:`StoreDamaged` when the store cannot read its own data."""
     try:
         return await coro
+    except StoreCorrupt as exc:
+        raise StoreDamaged(f"store damaged: {exc}") from exc
     except STORE_ERRORS as exc:
         raise StoreUnavailable(f"store unavailable: {exc}") from exc
 

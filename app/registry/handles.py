@@ -9,6 +9,7 @@ from typing import Any
 
 from app.metrics import Prequential
 from app.registry.ids import SeenIds
+from app.stores.base import incarnation_of
 
 # What a model costs in memory besides its state arrays: the Python objects, the compiled bank's
 # struct and its index arrays, the handle. Measured with benchmarks/many_models.py: ~110-150 KiB of
@@ -90,7 +91,8 @@ class Handle:
     answers are in the store; :mod:`app.registry.ids`), ``unsaved_ids`` maps the ids learned
     since the last snapshot to ``(seq, answer)`` when there is no log to hold them (durability
     ``none``); a ``dirty`` model learned something its log may lack and is rebuilt before it is
-    used again.
+    used again. ``last_refresh`` is when the model was last checked against the store (its
+    incarnation, and with a shared store the log's tail).
     """
 
     name: str
@@ -109,6 +111,12 @@ class Handle:
     pending: list = field(default_factory=list)  # [(examples, future)] waiting for the writer
     writer: asyncio.Task | None = None
     cost: int = 0  # estimated bytes in memory (LoadedModels' budget), updated at load / snapshot
+    unsettled: Any = None  # an append whose answer was lost (stores.OutcomeUnknown): outcomes.py
+
+    @property
+    def incarnation(self) -> str:
+        """Which life of its name this is (in its spec; ``""``: a legacy model)."""
+        return incarnation_of(self.spec)
 
     @property
     def since_snapshot(self) -> int:

@@ -3,6 +3,8 @@
 ``GET /predict`` can keep what it served (features, prediction, probabilities) with a TTL; a later
 ``POST /learn {prediction_id, label}`` learns those features and scores the prediction that was
 actually served. One background task writes the kept predictions, a group per store call.
+A kept prediction names the incarnation of the model that served it: a label for it is learned
+by that incarnation only (ARCHITECTURE §10), never by a model created again under its name.
 """
 
 from __future__ import annotations
@@ -42,10 +44,16 @@ class PredictionKeeper:
         self._task: asyncio.Task | None = None
 
     async def keep(
-        self, name: str, served: list[tuple[dict, Any, dict]], *, many: bool = False
+        self,
+        name: str,
+        incarnation: str,
+        served: list[tuple[dict, Any, dict]],
+        *,
+        many: bool = False,
     ) -> list[str | None]:
-        """Keep each served ``(features, prediction, probabilities)``; returns their prediction
-        ids (``None`` for one too big to keep or when the store failed: it was served, not kept).
+        """Keep each ``(features, prediction, probabilities)`` the model's ``incarnation``
+        served; returns their prediction ids (``None`` for one too big to keep or when the
+        store failed: it was served, not kept).
         ``many``: a request's ``examples`` (a refusal names ``examples.<i>.features``)."""
         ttl = self.settings.prediction_ttl
         loop = asyncio.get_running_loop()
@@ -53,7 +61,8 @@ class PredictionKeeper:
         blobs = []
         for i, (x, pred, proba) in enumerate(served):
             try:
-                blob = dumps({"x": x, "p": pred, "proba": proba, "exp": time.time() + ttl})
+                exp = time.time() + ttl
+                blob = dumps({"x": x, "p": pred, "proba": proba, "exp": exp, "inc": incarnation})
             except orjson.JSONEncodeError as exc:
                 field = example_field("features", i if many else None)
                 validate.check(x, field)
@@ -72,14 +81,24 @@ class PredictionKeeper:
                 ids[i] = pid
         return ids
 
-    async def take(self, name: str, prediction_id: str) -> tuple[dict, tuple[Any, dict]]:
-        """The kept ``(features, (prediction, probabilities))`` of a prediction id."""
+    async def take(
+        self, name: str, incarnation: str, prediction_id: str
+    ) -> tuple[dict, tuple[Any, dict]]:
+        """The kept ``(features, (prediction, probabilities))`` of a prediction id that the
+        model's ``incarnation`` served (410 for one an earlier incarnation served; one kept
+        before incarnations is a legacy model's, ``""``)."""
         raw = await store_call(self.store.get_prediction(name, prediction_id))
         if raw is None:
             raise PredictionNotFound(
                 f"prediction_id {prediction_id!r} not found for model {name!r}"
             )
         kept = orjson.loads(raw)
+        if kept.get("inc", "") != incarnation:
+            raise PredictionExpired(
+                f"prediction_id {prediction_id!r} was served by an earlier model {name!r}, "
+                "deleted since (the model of that name now is a new one): its label is not "
+                "learned"
+            )
         if kept["exp"] < time.time():
             raise PredictionExpired(
                 f"prediction_id {prediction_id!r} expired (TTL {self.settings.prediction_ttl:g} s)"

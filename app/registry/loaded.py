@@ -8,11 +8,18 @@ cost (:func:`app.registry.handles.estimate_cost`, refreshed at load and at every
 their sum passes the budget one background task unloads the least recently used idle models until
 it fits again. A busy model (a request queued or running, its lock held) or one that must be
 rebuilt is never unloaded; its turn comes once it is idle.
+
+A held model is one incarnation of its name (ARCHITECTURE §10): :meth:`LoadedModels.verify`
+compares it with the store's, and drops it (deleted) or reloads it (deleted and created again)
+when they differ. Reads verify it when it was last checked ``read_staleness`` seconds ago or
+more (:mod:`app.registry.reader`); writes need not: the store refuses an append of another
+incarnation.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import OrderedDict
@@ -22,7 +29,9 @@ from typing import Any
 from app.errors import CorruptSnapshot, ModelBroken, ModelNotFound, StoreUnavailable
 from app.registry.common import store_call
 from app.registry.handles import Handle, estimate_cost
+from app.registry.outcomes import reconcile
 from app.registry.recovery import LogGap, Recovery, Unloadable
+from app.stores.base import incarnation_of
 
 log = logging.getLogger("chorus.registry")
 
@@ -47,6 +56,8 @@ class LoadedModels:
         self.resident_bytes = 0  # sum of the held models' estimated costs
         self.evicted = 0  # models unloaded to fit the budget, since start
         self._evictor: asyncio.Task | None = None
+        self.data_id: str | None = None  # the store's data id when first asked (check_data)
+        self.lost: str | None = None  # a loss of the store's data not reported by /readyz yet
 
     # ------------------------------------------------------------------ what is loaded
     def peek(self, name: str) -> Handle | None:
@@ -77,6 +88,11 @@ class LoadedModels:
         h = self._handles.pop(name, None)
         if h is not None:
             self.resident_bytes -= h.cost
+
+    def discard(self, h: Handle) -> None:
+        """Forget ``h`` if it is the model held under its name (not a newer incarnation)."""
+        if self._handles.get(h.name) is h:
+            self.drop(h.name)
 
     def add_cost(self, h: Handle, nbytes: int) -> None:
         """A held model grew by about ``nbytes`` (e.g. a segment of its id filter) between the
@@ -109,10 +125,12 @@ class LoadedModels:
         h = self._handles.get(name)
         if h is not None:
             self._handles.move_to_end(name)
-            if h.dirty:
-                async with h.lock:
-                    await self.clean(h)
-            return h
+            if not h.dirty:
+                return h
+            async with h.lock:
+                with contextlib.suppress(ModelNotFound):  # its incarnation is gone: dropped,
+                    await self.clean(h)  # and the store's model of the name loads below
+                    return h
         lock = self._loading.setdefault(name, asyncio.Lock())
         try:
             async with lock:
@@ -139,24 +157,88 @@ class LoadedModels:
         return h
 
     async def clean(self, h: Handle) -> None:
-        """Rebuild a dirty model from the store (the caller holds its lock)."""
+        """Rebuild a dirty model from the store (the caller holds its lock): an append of it whose
+        answer was lost is settled first (:func:`app.registry.outcomes.reconcile`); one whose
+        incarnation is gone is dropped (:class:`ModelNotFound`), never rebuilt as another."""
         if not h.dirty:
             return
+        await reconcile(self.store, h)
         spec = await store_call(self.store.get_model(h.name))
-        if spec is None:
-            self.drop(h.name)
+        if spec is None or incarnation_of(spec) != h.incarnation:
+            self.discard(h)
             raise ModelNotFound(f"model {h.name!r} not found")
+        await self._rebuild(h, spec)
+
+    async def _rebuild(self, h: Handle, spec: dict[str, Any]) -> None:
+        """Load ``h`` again from the store, as the model ``spec`` declares."""
         before = h.cost
         h.adopt(await self.load(h.name, spec))
         self._recount(h, before)
 
+    async def verify(self, h: Handle) -> None:
+        """Check that ``h`` is the store's incarnation of its name: a model deleted meanwhile
+        is dropped (:class:`ModelNotFound`), one deleted and created again is reloaded as the
+        new one (under the model's lock, which the check itself does not take)."""
+        spec = await store_call(self.store.get_model(h.name))
+        if spec is None or incarnation_of(spec) != h.incarnation:
+            async with h.lock:
+                await self._verify(h)
+        h.last_refresh = time.monotonic()
+
+    async def _verify(self, h: Handle) -> None:
+        """:meth:`verify`, the caller holding the model's lock."""
+        spec = await store_call(self.store.get_model(h.name))
+        if spec is None:
+            self.discard(h)
+            await self.vanished(h.name)
+            raise ModelNotFound(f"model {h.name!r} not found")
+        if incarnation_of(spec) != h.incarnation:
+            log.info("model %s was deleted and created again: loading the new one", h.name)
+            h.dirty = True
+            await self._rebuild(h, spec)
+
+    async def vanished(self, name: str) -> None:
+        """A model this process held is gone from the store: deleted by another process, or
+        the store lost its data (:meth:`check_data` tells and logs it)."""
+        if await self.check_data() is None:
+            log.info("model %s was deleted by another process: dropped from memory", name)
+
+    async def check_data(self) -> str | None:
+        """Whether the store still holds the data this process started on (its ``data_id``):
+        ``None`` if so (or it cannot tell now), else the loss, logged at ERROR, after dropping
+        every model held (they load again on demand: a model still declared comes back, a lost
+        one answers 404)."""
+        try:
+            now = await store_call(self.store.data_id())
+        except StoreUnavailable:  # (a Redis Cluster master down: its slots' models say so)
+            return None
+        if self.data_id is None or now == self.data_id:
+            self.data_id = now
+            return None
+        self.data_id = now
+        held = self.names()
+        for name in held:
+            self.drop(name)
+        self.broken.clear()
+        shown = ", ".join(held[:10]) + (", ..." if len(held) > 10 else "")
+        msg = (
+            f"the {self.store.name} store lost its data under the running server (restarted "
+            f"empty, flushed or replaced): dropped the {len(held)} model(s) held in memory "
+            f"({shown}); those it no longer declares answer 404"
+        )
+        log.error("%s", msg)
+        self.lost = msg
+        return msg
+
     async def catch_up(self, h: Handle) -> None:
-        """Apply the log entries other processes appended (takes the model's lock).
+        """Check the model's incarnation (:meth:`verify`) and apply the log entries other
+        processes appended (takes the model's lock).
 
         A log trimmed past this process's position (another process snapshotted) shows up as an
         empty tail while the store's last seq is ahead: the model is reloaded from the snapshot.
         """
         async with h.lock:
+            await self._verify(h)
             try:
                 ids_bytes = h.ids.nbytes
                 n = await self.recovery.replay(h, keys=True)
@@ -177,7 +259,7 @@ class LoadedModels:
         try:
             await self.recovery.snapshot(h)  # refreshes h.cost
         except ModelNotFound:
-            self.drop(h.name)
+            self.discard(h)
             raise
         self._recount(h, before)
         self.check_budget()

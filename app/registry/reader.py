@@ -35,12 +35,15 @@ class ModelReader:
         self.settings = models.settings
 
     async def fresh(self, name: str, min_seq: int | None = None, *, always: bool = False) -> Handle:
-        """The model for a read: caught up with the log within the freshness bound.
+        """The model for a read: the store's incarnation, caught up with the log within the
+        freshness bound.
 
-        With a shared store the model applies the other processes' entries when it was last
-        caught up more than ``read_staleness`` seconds ago (``always``: on every call). With
-        ``min_seq`` it waits (up to ``min_seq_wait`` seconds) until it has applied at least that
-        log sequence number, then answers :class:`NotCaughtUp` (503).
+        When the model was last checked against the store more than ``read_staleness`` seconds
+        ago (``always``: on every call) its incarnation is checked (:meth:`LoadedModels.verify`:
+        a deleted model answers 404, one created again is loaded), and with a shared store it
+        applies the other processes' entries. With ``min_seq`` it waits (up to ``min_seq_wait``
+        seconds) until it has applied at least that log sequence number, then answers
+        :class:`NotCaughtUp` (503).
         """
         h = await self.models.get(name)
         shared = self.settings.shared_store and self.settings.durability == "log"
@@ -48,6 +51,8 @@ class ModelReader:
         stale = time.monotonic() - h.last_refresh >= self.settings.read_staleness
         if shared and (always or behind or stale):
             await self.models.catch_up(h)
+        elif always or stale:
+            await self.models.verify(h)
         if min_seq is None or h.seq >= min_seq:
             return h
         last = await store_call(self.store.last_seq(name))
@@ -118,7 +123,7 @@ class ModelReader:
                             "ignored_features": [f for f in x if h.model.knows_feature(f) is False]})  # fmt: skip
         if self.settings.keep_predictions:
             served = [(x, r["prediction"], r["probabilities"]) for x, r in zip(X, results)]  # noqa: B905
-            kept = await self.keeper.keep(name, served, many=many)
+            kept = await self.keeper.keep(name, h.incarnation, served, many=many)
             for r, pid in zip(results, kept):  # noqa: B905
                 r["prediction_id"] = pid
         return results

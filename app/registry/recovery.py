@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from app import snapshot as codec
-from app.errors import CorruptSnapshot, ModelNotFound, StoreUnavailable
+from app.errors import CorruptSnapshot, ModelNotFound, StoreDamaged, StoreUnavailable
 from app.registry.common import (
     STORE_ERRORS,
     engine,
@@ -25,12 +25,14 @@ from app.registry.common import (
 )
 from app.registry.handles import Handle, ModelMetrics, estimate_cost
 from app.settings import Settings
-from app.stores.base import ModelGone, Store
+from app.stores.base import ModelGone, Store, incarnation_of
 
 log = logging.getLogger("chorus.registry")
 
 _MAX_ATTEMPTS = 3
 _REPLAY_CHUNK = 1000
+# how the reason of a model broken by damaged store data begins (``/readyz`` counts them)
+DAMAGED = "the store cannot read this model's data"
 
 
 class LogGap(Exception):
@@ -41,7 +43,7 @@ class Unloadable(Exception):
     """No stored generation of the model can be loaded (the reason is the message)."""
 
 
-def _mentions_river(header: Any) -> bool:
+def mentions_river(header: Any) -> bool:
     """Whether a decoded snapshot header names a river-backed member anywhere (iterative walk)."""
     stack = [header]
     while stack:
@@ -85,6 +87,10 @@ class Recovery:
                 return await self._load(name, spec)
             except CorruptSnapshot as exc:
                 raise Unloadable(str(exc)) from exc
+            except StoreDamaged as exc:  # a damaged page: only the models it holds fail
+                raise Unloadable(
+                    f"{DAMAGED} ({exc.detail}); check and salvage the store with `chorus doctor`"
+                ) from exc
             except LogGap as exc:  # a newer snapshot landed between our two reads: again
                 reason = str(exc)
         raise Unloadable(reason)
@@ -114,12 +120,15 @@ class Recovery:
         try:
             if blob is not None:
                 state, meta = codec.decode(blob, self._key)
-                if not self._key and _mentions_river(state["header"]):
+                if not self._key and mentions_river(state["header"]):
                     # a plain checksum anyone can recompute: never decode pickled members
                     raise CorruptSnapshot(
                         "snapshot has river-backed (pickled) members but is not HMAC-signed; "
                         "refused without decoding (set CHORUS_SNAPSHOT_KEY)"
                     )
+                inc = meta.get("incarnation", incarnation_of(spec))  # (none: a legacy snapshot)
+                if inc != incarnation_of(spec):
+                    raise CorruptSnapshot(f"snapshot of another incarnation of {name!r} ({inc})")
                 model = ensembles.load_state(state)
                 seq = int(meta["seq"])
                 metrics = ModelMetrics.from_json(meta.get("metrics"), window)
@@ -170,12 +179,15 @@ class Recovery:
             for s, raw in rows:
                 if s != h.seq + len(recs) + 1:
                     raise LogGap(f"model {h.name!r}: log gap at {h.seq + len(recs) + 1}")
-                recs.append(orjson.loads(raw))
+                try:
+                    recs.append(orjson.loads(raw))
+                except orjson.JSONDecodeError as exc:  # damaged bytes: this model only fails
+                    raise CorruptSnapshot(f"log entry {s} is not a record: {exc}"[:500]) from exc
             try:
                 probas = h.model.predict_learn_many(
                     [r["x"] for r in recs], [r["y"] for r in recs], [r.get("w", 1.0) for r in recs]
                 )
-            except Exception as exc:  # noqa: BLE001 - a log entry the engine refuses
+            except Exception as exc:  # noqa: BLE001 - a log entry the engine refuses (or not one)
                 first, last = h.seq + 1, h.seq + len(recs)
                 raise CorruptSnapshot(
                     f"log entries {first}..{last} cannot be replayed: {exc!r}"[:500]
@@ -192,7 +204,8 @@ class Recovery:
     @staticmethod
     def _meta(h: Handle, **extra: Any) -> dict[str, Any]:
         """The app metadata a snapshot blob carries beside the state."""
-        return {"name": h.name, "seq": h.seq, "metrics": h.metrics.to_json(), **extra}
+        return {"name": h.name, "incarnation": h.incarnation, "seq": h.seq,
+                "metrics": h.metrics.to_json(), **extra}  # fmt: skip
 
     def encode(self, h: Handle, **extra: Any) -> bytes:
         """The model's snapshot blob (header + arrays, checksummed or HMAC-signed)."""
@@ -215,10 +228,12 @@ class Recovery:
         try:
             if h.unsaved_ids:  # durability none: the ids learned since the last snapshot
                 await self.store.put_keys(
-                    h.name, [(k, s, r) for k, (s, r) in h.unsaved_ids.items() if s > horizon]
+                    h.name,
+                    [(k, s, r) for k, (s, r) in h.unsaved_ids.items() if s > horizon],
+                    h.incarnation,
                 )
-            oldest = await self.store.put_snapshot(h.name, seq, blob)
-            await self.store.trim(h.name, oldest)  # behind the oldest generation kept
+            oldest = await self.store.put_snapshot(h.name, seq, blob, h.incarnation)
+            await self.store.trim(h.name, oldest, h.incarnation)  # behind the oldest one kept
         except ModelGone:
             raise ModelNotFound(f"model {h.name!r} not found") from None
         except STORE_ERRORS as exc:

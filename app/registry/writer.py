@@ -8,7 +8,9 @@ up, and under the model's lock:
    at once, and the store is asked about the others;
 2. the engine predicts then learns the new examples (one compiled call);
 3. the examples are appended to the model's log, atomically with their idempotency keys and only
-   if the log is still where this process left it (several workers may share a store);
+   if the log is still where this process left it (several workers may share a store) and the
+   model is still the incarnation this process holds (not deleted, maybe created again: then the
+   handle is dropped and the request answers 404, or is tried on the new one by the registry);
 4. only then is every request of the group answered.
 
 If step 2 or 3 fails (bad input, store unreachable, another writer moved the log) the in-memory
@@ -42,8 +44,9 @@ from app.registry.common import (
 )
 from app.registry.handles import Example, Handle, key_cost
 from app.registry.loaded import LoadedModels
+from app.registry.outcomes import settle_lost
 from app.registry.recovery import LogGap
-from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict
+from app.stores.base import DuplicateKey, Entry, ModelGone, OutcomeUnknown, SeqConflict
 
 log = logging.getLogger("chorus.registry")
 
@@ -215,8 +218,8 @@ class ModelWriter:
             except (SeqConflict, DuplicateKey) as exc:
                 log.info("model %s: %s; catching up with the log", h.name, exc)
                 h.dirty = True
-            except ModelGone:
-                self.models.drop(h.name)
+            except ModelGone:  # deleted, maybe created again: not this incarnation's log
+                self.models.discard(h)
                 raise ModelNotFound(f"model {h.name!r} not found") from None
         raise StoreUnavailable(f"model {h.name!r}: concurrent writers kept moving the log; retry")
 
@@ -313,7 +316,9 @@ class ModelWriter:
             ) from exc
         if log_durable:
             try:
-                new_seq = await self.store.append(h.name, entries, h.seq)
+                new_seq = await self.store.append(h.name, entries, h.seq, h.incarnation)
+            except OutcomeUnknown as exc:  # sent, unanswered: applied, fenced, or unknown
+                new_seq = await settle_lost(self.store, h, exc)
             except STORE_ERRORS as exc:
                 h.dirty = True
                 raise StoreUnavailable(f"store unavailable, nothing applied: {exc}") from exc

@@ -64,6 +64,7 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         410: "Prediction id expired",
         413: "Body or batch over the limit",
         422: "Malformed input (the message names the field)",
-        503: "Store unreachable or not ready; nothing applied",
+        503: "Store unreachable or not ready; nothing applied (unless the detail says the outcome "
+        "is unknown: header X-Chorus-Outcome: unknown)",
     }
     return {c: {"model": Error, "description": text[c]} for c in codes}

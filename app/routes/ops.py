@@ -41,7 +41,10 @@ async def healthz() -> Response:
 async def readyz(reg: RegistryDep, request: Request) -> Response:
     """200 once every model is recovered, the engine can answer (its kernels loaded from numba's
     cache, or, while they compile, their interpreted twins) and the store answers; 503 before
-    (no auth)."""
+    (no auth). 503 too when the store is found to have lost its data under the running server
+    (a Redis restarted empty): the models held in memory are dropped then, so the next call
+    answers as the store now is; or for good when the store is too damaged to list its models (the
+    detail says what to do). Ready with ``detail`` when damaged store data broke some models."""
     if not reg.ready:
         return json_response({"detail": reg.recovery_status()}, 503)
     warmup = request.app.state.warmup
@@ -49,6 +52,12 @@ async def readyz(reg: RegistryDep, request: Request) -> Response:
         return json_response({"detail": warmup.status()}, 503)
     if not await reg.ping():
         return json_response({"detail": f"{reg.store.name} store unreachable"}, 503)
+    lost = await reg.check_store()
+    if lost is not None:
+        return json_response({"detail": lost}, 503)
+    damage = reg.damage()  # ready: the other models serve
+    if damage is not None:
+        return json_response({"status": "ready", "engine": warmup.engine, "detail": damage})
     return json_response({"status": "ready", "engine": warmup.engine})
 
 

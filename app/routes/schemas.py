@@ -481,3 +481,7 @@ class Status(BaseModel):
         None,
         description='readiness only: "compiled", or "interpreted" while the kernels compile',
     )
+    detail: str | None = Field(
+        None,
+        description="readiness only: models broken by damaged store data (the others serve)",
+    )

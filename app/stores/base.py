@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import secrets
 from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
@@ -41,13 +42,50 @@ class DuplicateKey(StoreError):
 
 
 class ModelGone(StoreError):
-    """The model was deleted (by another process); nothing was written."""
+    """The model was deleted (by another process), or is another incarnation of its name than
+    the one the call names; nothing was written."""
 
 
 class StoreDown(StoreError):
     """The store did not answer or failed (connection, timeout, disk, locked database): the
     operation may be retried. Stores raise this for their driver's errors (``DRIVER_ERRORS``),
     so nothing above the store protocol handles redis-py or sqlite3 exceptions."""
+
+
+def new_incarnation() -> str:
+    """A new incarnation id: every create of a model starts one (ARCHITECTURE §10)."""
+    return secrets.token_hex(8)
+
+
+def incarnation_of(spec: dict[str, Any]) -> str:
+    """The incarnation id a stored spec carries; ``""`` for a model created before incarnations
+    (a legacy one: it keeps that id until it is deleted)."""
+    return str(spec.get("incarnation") or "")
+
+
+class OutcomeUnknown(StoreDown):
+    """An append was sent but its answer never came (a timeout, a connection lost after the
+    call went out): the store may have applied it, or may still apply it later. The append
+    carried ``token``; the store's ``resolve(name, token, expected_seq, n)`` says what became of
+    it and makes sure it is never applied afterwards if it was not (stores whose failed appends
+    always wrote nothing, as SQLite's transactions, never raise this).
+
+    Parameters
+    ----------
+    token, expected_seq, n
+        The append's request token, the seq it was conditional on and how many entries it had.
+    """
+
+    def __init__(self, message: str, token: str, expected_seq: int, n: int) -> None:
+        super().__init__(message)
+        self.token, self.expected_seq, self.n = token, expected_seq, n
+
+
+class StoreCorrupt(StoreDown):
+    """The store answered, but the data asked for cannot be read (a damaged page, a truncated
+    file): retrying will not help. A model whose data it is cannot load (it is marked broken);
+    ``chorus doctor`` checks a store and salvages what can be read. A store says which of its
+    driver's errors mean this with a static ``corrupt(exc) -> bool``."""
 
 
 def raises_store_errors(cls: type[T]) -> type[T]:
@@ -67,7 +105,9 @@ def raises_store_errors(cls: type[T]) -> type[T]:
                 try:
                     return await fn(self, *args, **kwargs)
                 except type(self).DRIVER_ERRORS as exc:
-                    raise StoreDown(f"{self.name} store: {type(exc).__name__}: {exc}") from exc
+                    corrupt = getattr(type(self), "corrupt", None)
+                    kind = StoreCorrupt if corrupt is not None and corrupt(exc) else StoreDown
+                    raise kind(f"{self.name} store: {type(exc).__name__}: {exc}") from exc
 
             return method
 
@@ -102,6 +142,11 @@ class Store(Protocol):
     Sequence numbers start at 1 and count the entries ever appended to a model's log; a snapshot
     records the sequence number it includes, and ``trim`` drops entries at or below it.
     All methods raise the backend's connection errors when the store is unreachable.
+
+    A model's identity is its name *and* its incarnation (``incarnation_of(spec)``, a new one at
+    every create): the writes that take ``incarnation`` write nothing when the stored model is
+    another incarnation (``None``: not checked), so a process holding a deleted life of a name
+    cannot write into the next one.
     """
 
     name: str
@@ -115,8 +160,13 @@ class Store(Protocol):
     async def ping(self) -> bool:
         """Whether the store answers right now."""
 
+    async def data_id(self) -> str:
+        """An id of the store's data, made when the store first answers it and never removed:
+        another id means the data was lost or replaced (a Redis restarted empty)."""
+
     async def create_model(self, name: str, spec: dict[str, Any]) -> bool:
-        """Record a model; ``False`` if the name is taken."""
+        """Record a model (its incarnation is ``incarnation_of(spec)``); ``False`` if the name is
+        taken."""
 
     async def get_model(self, name: str) -> dict[str, Any] | None:
         """The declared spec of a model, or ``None``."""
@@ -127,8 +177,11 @@ class Store(Protocol):
     async def delete_model(self, name: str) -> bool:
         """Drop a model with its log, snapshot, keys and predictions; ``False`` if unknown."""
 
-    async def append(self, name: str, entries: list[Entry], expected_seq: int) -> int:
-        """Append entries atomically if the log's last sequence number is ``expected_seq``.
+    async def append(
+        self, name: str, entries: list[Entry], expected_seq: int, incarnation: str | None = None
+    ) -> int:
+        """Append entries atomically if the log's last sequence number is ``expected_seq`` (and
+        the model is that incarnation).
 
         Returns the new last sequence number. Raises :class:`SeqConflict`,
         :class:`DuplicateKey` or :class:`ModelGone` having written nothing.
@@ -140,8 +193,11 @@ class Store(Protocol):
     async def last_seq(self, name: str) -> int:
         """The log's last sequence number (0 when empty)."""
 
-    async def put_snapshot(self, name: str, seq: int, blob: bytes) -> int:
-        """Store the model's snapshot that includes the log up to ``seq``.
+    async def put_snapshot(
+        self, name: str, seq: int, blob: bytes, incarnation: str | None = None
+    ) -> int:
+        """Store the model's snapshot that includes the log up to ``seq`` (:class:`ModelGone`
+        when the model is gone or another incarnation).
 
         The previous generation is kept (a newer ``seq`` shifts the current snapshot to
         *previous*; the same ``seq`` replaces the current one; an older one is ignored).
@@ -154,8 +210,9 @@ class Store(Protocol):
     async def get_snapshots(self, name: str) -> list[tuple[int, bytes]]:
         """Every kept snapshot generation ``(seq, blob)``, newest first (at most two)."""
 
-    async def trim(self, name: str, upto_seq: int) -> None:
-        """Drop log entries with sequence number <= ``upto_seq`` (only behind a snapshot)."""
+    async def trim(self, name: str, upto_seq: int, incarnation: str | None = None) -> None:
+        """Drop log entries with sequence number <= ``upto_seq`` (only behind a snapshot;
+        nothing when the model is another incarnation)."""
 
     async def get_answers(self, name: str, keys: list[str]) -> dict[str, bytes]:
         """The stored responses of those of ``keys`` the model remembers (one round trip)."""
@@ -163,9 +220,12 @@ class Store(Protocol):
     async def key_names(self, name: str) -> list[str]:
         """Every idempotency key the model remembers (for its in-memory filter at load)."""
 
-    async def put_keys(self, name: str, items: list[tuple[str, int, bytes]]) -> None:
+    async def put_keys(
+        self, name: str, items: list[tuple[str, int, bytes]], incarnation: str | None = None
+    ) -> None:
         """Remember ``(key, seq, response)`` items, keeping any key already there (durability
-        ``none`` records its ids at each snapshot); :class:`ModelGone` if the model is gone."""
+        ``none`` records its ids at each snapshot); :class:`ModelGone` if the model is gone or
+        another incarnation."""
 
     async def forget_keys(self, name: str, upto_seq: int) -> None:
         """Drop the idempotency keys of entries at or before ``upto_seq`` (behind the window)."""

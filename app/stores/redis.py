@@ -3,15 +3,19 @@
 Keys (``{name}`` is a hash tag, so one model's keys share a Redis Cluster slot)::
 
     chorus:models              SET of model names (listing only; a superset, see below)
+    chorus:data                the data's id (``data_id``; never deleted: gone = data lost)
     chorus:m:{name}:spec       the declared spec (JSON)
+    chorus:m:{name}:inc        the model's incarnation (absent: a legacy model, "")
     chorus:m:{name}:seq        last sequence number appended
     chorus:m:{name}:log        STREAM, entry id "<seq>-0", field "r" = the record
     chorus:m:{name}:snap       HASH {seq, blob, pseq, pblob} (current + previous generation)
     chorus:m:{name}:ids        HASH idempotency key -> stored response
     chorus:m:{name}:idz        ZSET idempotency key -> seq of its entry (forgetting by seq)
     chorus:m:{name}:lease      writer lease (only with several writing processes)
+    chorus:m:{name}:fence      SET of request tokens of appends settled as not applied (a day)
     chorus:m:{name}:p:<pid>    kept prediction (the record holds its expiry; the key lives TTL + max(TTL, 60 s))
-    chorus:m:{name}:pz         ZSET pid -> time kept (the per-model bound)
+    chorus:m:{name}:pz         ZSET pid -> time kept (the per-model bound; expires with the
+                               newest kept prediction)
 
 Every script and transaction touches one model's keys only, so in a Redis Cluster it runs in that
 model's slot. The index ``chorus:models`` is one more key (its own slot) and is written by separate
@@ -24,7 +28,9 @@ leaves a name without a spec, which listing skips (a later create of that name r
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import secrets
 import time
 from typing import Any
 
@@ -37,40 +43,93 @@ from app.stores.base import (
     DuplicateKey,
     Entry,
     ModelGone,
+    OutcomeUnknown,
     SeqConflict,
     StoreConfigError,
+    StoreDown,
+    incarnation_of,
+    new_incarnation,
     raises_store_errors,
 )
 
-# KEYS: spec, seq, log, ids, idz. ARGV: expected_seq, n, then n x (record, key, response).
-# Everything is checked before the first write, so a refused append writes nothing.
-_APPEND = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-2, 0} end
+# Prefix of the scripts that write one model: gone(spec key, inc key, incarnation) tells whether
+# the model is not there or not that incarnation ('*': any; a missing inc key is legacy, '').
+_GONE = """
+local function gone(spec, inc, want)
+  if redis.call('EXISTS', spec) == 0 then return true end
+  return want ~= '*' and (redis.call('GET', inc) or '') ~= want
+end
+"""
+
+
+def _inc(incarnation: str | None) -> str:
+    """The scripts' incarnation argument (``None``: check none)."""
+    return "*" if incarnation is None else incarnation
+
+
+# KEYS: spec, seq, log, ids, idz, inc, fence. ARGV: expected_seq, n, incarnation, then n x
+# (record, key, response), then the request token. Everything is checked before the first write,
+# so a refused append writes nothing. The token goes with the last entry (field "t"); a token in
+# ``fence`` (an append whose answer was lost and that _RESOLVE settled as not applied) is refused.
+_APPEND = (
+    _GONE
+    + """
+if gone(KEYS[1], KEYS[6], ARGV[3]) then return {-2, 0} end
+local n = tonumber(ARGV[2])
+local token = ARGV[4 + 3 * n]
+if redis.call('SISMEMBER', KEYS[7], token) == 1 then return {-4, 0} end
 local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
 if cur ~= tonumber(ARGV[1]) then return {-1, cur} end
-local n = tonumber(ARGV[2])
 for i = 0, n - 1 do
-  local key = ARGV[4 + 3 * i]
+  local key = ARGV[5 + 3 * i]
   if key ~= '' and redis.call('HEXISTS', KEYS[4], key) == 1 then return {-3, i} end
 end
 for i = 0, n - 1 do
   cur = cur + 1
-  redis.call('XADD', KEYS[3], cur .. '-0', 'r', ARGV[3 + 3 * i])
-  local key = ARGV[4 + 3 * i]
+  if i == n - 1 then
+    redis.call('XADD', KEYS[3], cur .. '-0', 'r', ARGV[4 + 3 * i], 't', token)
+  else
+    redis.call('XADD', KEYS[3], cur .. '-0', 'r', ARGV[4 + 3 * i])
+  end
+  local key = ARGV[5 + 3 * i]
   if key ~= '' then
-    redis.call('HSET', KEYS[4], key, ARGV[5 + 3 * i])
+    redis.call('HSET', KEYS[4], key, ARGV[6 + 3 * i])
     redis.call('ZADD', KEYS[5], cur, key)
   end
 end
 redis.call('SET', KEYS[2], cur)
 return {0, cur}
 """
+)
 
-# KEYS: spec, seq, snap. ARGV: seq, blob. A snapshot never replaces a newer one; a newer one
-# shifts the current snapshot to the previous generation (pseq, pblob). Returns the oldest kept
-# seq (the log may be trimmed up to it), -2 when the model is gone.
-_SNAPSHOT = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
+# KEYS: seq, log, fence. ARGV: token, expected_seq, n. What became of an append whose answer
+# was lost: 1 applied (its last entry carries the token), 0 not applied and now never will be
+# (the token is fenced: the append, should it still arrive, refuses itself; or another append
+# holds those seqs, which the conditional append cannot pass), -1 unknown (the log moved past
+# it and was trimmed there).
+_RESOLVE = """
+local last = tonumber(ARGV[2]) + tonumber(ARGV[3])
+local found = redis.call('XRANGE', KEYS[2], last .. '-0', last .. '-0')
+if #found == 1 then
+  local fields = found[1][2]
+  for i = 1, #fields, 2 do
+    if fields[i] == 't' and fields[i + 1] == ARGV[1] then return 1 end
+  end
+  return 0
+end
+if tonumber(redis.call('GET', KEYS[1]) or '0') >= last then return -1 end
+redis.call('SADD', KEYS[3], ARGV[1])
+redis.call('PEXPIRE', KEYS[3], 86400000)
+return 0
+"""
+
+# KEYS: spec, seq, snap, inc. ARGV: seq, blob, incarnation. A snapshot never replaces a newer
+# one; a newer one shifts the current snapshot to the previous generation (pseq, pblob). Returns
+# the oldest kept seq (the log may be trimmed up to it), -2 when the model is gone.
+_SNAPSHOT = (
+    _GONE
+    + """
+if gone(KEYS[1], KEYS[4], ARGV[3]) then return -2 end
 local seq = tonumber(ARGV[1])
 local have = tonumber(redis.call('HGET', KEYS[3], 'seq') or '-1')
 if seq > have then
@@ -85,6 +144,7 @@ local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
 if seq > cur then redis.call('SET', KEYS[2], ARGV[1]) end
 return tonumber(redis.call('HGET', KEYS[3], 'pseq') or redis.call('HGET', KEYS[3], 'seq'))
 """
+)
 
 # KEYS: ids, idz. ARGV: seq, limit. Forget up to ``limit`` ids of entries at or before seq;
 # returns how many (call again while it is ``limit``).
@@ -96,16 +156,35 @@ redis.call('ZREM', KEYS[2], unpack(old))
 return #old
 """
 
-# KEYS: spec, ids, idz. ARGV: n x (key, seq, response). Ids recorded at a snapshot (durability
-# none), the ones already there kept; -2 when the model is gone.
-_PUT_KEYS = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
-for i = 1, #ARGV, 3 do
+# KEYS: spec, ids, idz, inc. ARGV: incarnation, n x (key, seq, response). Ids recorded at a
+# snapshot (durability none), the ones already there kept; -2 when the model is gone.
+_PUT_KEYS = (
+    _GONE
+    + """
+if gone(KEYS[1], KEYS[4], ARGV[1]) then return -2 end
+for i = 2, #ARGV, 3 do
   if redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 2]) == 1 then
     redis.call('ZADD', KEYS[3], ARGV[i + 1], ARGV[i])
   end
 end
 return 0
+"""
+)
+# KEYS: spec, log, inc. ARGV: the first seq kept, incarnation.
+_TRIM = (
+    _GONE
+    + """
+if gone(KEYS[1], KEYS[3], ARGV[2]) then return 0 end
+return redis.call('XTRIM', KEYS[2], 'MINID', ARGV[1] .. '-0')
+"""
+)
+
+# KEYS: the data id. ARGV: a new id, set if there is none.
+_DATA_ID = """
+local cur = redis.call('GET', KEYS[1])
+if cur then return cur end
+redis.call('SET', KEYS[1], ARGV[1])
+return ARGV[1]
 """
 _FORGET_BATCH = 1000  # ids per script call (Lua's unpack limit, and Redis stays responsive)
 
@@ -130,20 +209,31 @@ redis.call('DEL', unpack(KEYS))
 return existed
 """
 
-# KEYS: spec first, then every other per-model key. ARGV: spec JSON.
+# KEYS: spec first, then every other per-model key, the incarnation's last. ARGV: spec JSON,
+# incarnation.
 _CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end
 redis.call('SET', KEYS[1], ARGV[1])
+if ARGV[2] ~= '' then redis.call('SET', KEYS[#KEYS], ARGV[2]) end
 return 1
 """
 
 _MODELS = "chorus:models"
-_PARTS = ("spec", "seq", "log", "snap", "ids", "idz", "lease", "pz")
+_DATA = "chorus:data"
+_PARTS = ("spec", "seq", "log", "snap", "ids", "idz", "lease", "pz", "inc", "fence")
 
 
 def _k(name: str, part: str) -> str:
     return f"chorus:m:{{{name}}}:{part}"
+
+
+def _not_sent(exc: BaseException) -> bool:
+    """Whether a failed call surely never reached Redis: no connection could be made (redis-py
+    says "connecting to"); any other failure may come after the command went out."""
+    return isinstance(exc, redis.exceptions.ConnectionError | OSError) and (
+        "connecting to" in str(exc)
+    )
 
 
 @raises_store_errors
@@ -176,6 +266,11 @@ class RedisStore:
         self._delete = None
         self._forget = None
         self._put_keys = None
+        self._trim = None
+        self._data_id = None
+        self._resolve = None
+        self._tokens = itertools.count()
+        self._token_prefix = secrets.token_hex(6)  # this client: tokens are unique per append
 
     @property
     def r(self) -> aioredis.Redis:
@@ -220,6 +315,9 @@ class RedisStore:
         self._release = self._r.register_script(_RELEASE)
         self._forget = self._r.register_script(_FORGET)
         self._put_keys = self._r.register_script(_PUT_KEYS)
+        self._trim = self._r.register_script(_TRIM)
+        self._data_id = self._r.register_script(_DATA_ID)
+        self._resolve = self._r.register_script(_RESOLVE)
         deadline = time.monotonic() + timeout
         delay = 0.05
         while True:  # startup waits for PING, bounded
@@ -253,10 +351,13 @@ class RedisStore:
         # have dropped the name between the two): see the module docstring
         await self.r.sadd(_MODELS, name)
         keys = [_k(name, p) for p in _PARTS]
-        ok = await self._create(keys=keys, args=[json.dumps(spec)])
+        ok = await self._create(keys=keys, args=[json.dumps(spec), incarnation_of(spec)])
         if ok:
             await self.r.sadd(_MODELS, name)
         return bool(ok)
+
+    async def data_id(self) -> str:
+        return (await self._data_id(keys=[_DATA], args=[new_incarnation()])).decode()
 
     async def get_model(self, name: str) -> dict[str, Any] | None:
         raw = await self.r.get(_k(name, "spec"))
@@ -288,19 +389,40 @@ class RedisStore:
             await self.r.delete(key)
         return bool(existed)
 
-    async def append(self, name: str, entries: list[Entry], expected_seq: int) -> int:
-        args: list[Any] = [expected_seq, len(entries)]
+    async def append(
+        self, name: str, entries: list[Entry], expected_seq: int, incarnation: str | None = None
+    ) -> int:
+        args: list[Any] = [expected_seq, len(entries), _inc(incarnation)]
         for e in entries:
             args += [e.record, e.key or "", e.response or b"" if e.key else b""]
-        keys = [_k(name, p) for p in ("spec", "seq", "log", "ids", "idz")]
-        code, value = await self._append(keys=keys, args=args)
+        token = f"{self._token_prefix}.{next(self._tokens)}"
+        args.append(token)
+        keys = [_k(name, p) for p in ("spec", "seq", "log", "ids", "idz", "inc", "fence")]
+        try:
+            code, value = await self._append(keys=keys, args=args)
+        except self.DRIVER_ERRORS as exc:
+            if _not_sent(exc):
+                raise
+            raise OutcomeUnknown(
+                f"{self.name} store: {type(exc).__name__}: {exc}", token, expected_seq, len(entries)
+            ) from exc
         if code == 0:
             return int(value)
         if code == -1:
             raise SeqConflict(int(value))
         if code == -2:
             raise ModelGone(name)
+        if code == -4:  # (a token is used once: only a duplicated call can meet its fence)
+            raise StoreDown(f"append {token} was settled as not applied")
         raise DuplicateKey(entries[int(value)].key or "")
+
+    async def resolve(self, name: str, token: str, expected_seq: int, n: int) -> bool | None:
+        """What became of the append that raised :class:`~app.stores.base.OutcomeUnknown`:
+        ``True`` applied, ``False`` not applied and never will be, ``None`` unknown (its
+        entries were trimmed after another process appended past them)."""
+        keys = [_k(name, "seq"), _k(name, "log"), _k(name, "fence")]
+        code = int(await self._resolve(keys=keys, args=[token, expected_seq, n]))
+        return None if code < 0 else bool(code)
 
     async def read(self, name: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:
         rows = await self.r.xrange(_k(name, "log"), min=f"{after_seq + 1}-0", max="+", count=limit)
@@ -310,9 +432,11 @@ class RedisStore:
         raw = await self.r.get(_k(name, "seq"))
         return int(raw) if raw is not None else 0
 
-    async def put_snapshot(self, name: str, seq: int, blob: bytes) -> int:
-        keys = [_k(name, "spec"), _k(name, "seq"), _k(name, "snap")]
-        oldest = int(await self._snapshot(keys=keys, args=[seq, blob]))
+    async def put_snapshot(
+        self, name: str, seq: int, blob: bytes, incarnation: str | None = None
+    ) -> int:
+        keys = [_k(name, p) for p in ("spec", "seq", "snap", "inc")]
+        oldest = int(await self._snapshot(keys=keys, args=[seq, blob, _inc(incarnation)]))
         if oldest == -2:
             raise ModelGone(name)
         return oldest
@@ -329,8 +453,9 @@ class RedisStore:
         gens = [(s, b) for s, b in ((seq, blob), (pseq, pblob)) if s is not None and b is not None]
         return [(int(s), bytes(b)) for s, b in gens]
 
-    async def trim(self, name: str, upto_seq: int) -> None:
-        await self.r.xtrim(_k(name, "log"), minid=f"{upto_seq + 1}-0", approximate=False)
+    async def trim(self, name: str, upto_seq: int, incarnation: str | None = None) -> None:
+        keys = [_k(name, p) for p in ("spec", "log", "inc")]
+        await self._trim(keys=keys, args=[upto_seq + 1, _inc(incarnation)])
 
     async def get_answers(self, name: str, keys: list[str]) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
@@ -361,10 +486,12 @@ class RedisStore:
         if batch:
             await self.r.zadd(_k(name, "idz"), batch, nx=True)
 
-    async def put_keys(self, name: str, items: list[tuple[str, int, bytes]]) -> None:
-        keys = [_k(name, "spec"), _k(name, "ids"), _k(name, "idz")]
+    async def put_keys(
+        self, name: str, items: list[tuple[str, int, bytes]], incarnation: str | None = None
+    ) -> None:
+        keys = [_k(name, p) for p in ("spec", "ids", "idz", "inc")]
         for i in range(0, len(items), 1000):
-            args: list[Any] = []
+            args: list[Any] = [_inc(incarnation)]
             for key, seq, resp in items[i : i + 1000]:
                 args += [key, seq, resp]
             if await self._put_keys(keys=keys, args=args) == -2:
@@ -389,6 +516,7 @@ class RedisStore:
                 pipe.set(_k(name, f"p:{pid}"), blob, px=px)
                 if max_per_model is not None:  # index by time: the oldest go first
                     pipe.zadd(_k(name, "pz"), {pid: now})
+                    pipe.pexpire(_k(name, "pz"), px)  # (a deleted model's index goes too)
             await pipe.execute()
         if max_per_model is None:
             return set()

@@ -18,7 +18,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.stores.base import DuplicateKey, Entry, ModelGone, SeqConflict, raises_store_errors
+from app.stores.base import (
+    DuplicateKey,
+    Entry,
+    ModelGone,
+    SeqConflict,
+    incarnation_of,
+    raises_store_errors,
+)
 
 # Pages the WAL grows to before a commit copies it into the database (SQLite's default: 1,000).
 # A checkpoint costs syncs and a pass over the pages; batched learning writes ~50 pages per
@@ -72,6 +79,14 @@ class SqliteStore:
     name = "sqlite"
     DRIVER_ERRORS: tuple[type[Exception], ...] = (sqlite3.DatabaseError, OSError)
 
+    @staticmethod
+    def corrupt(exc: BaseException) -> bool:
+        """Whether a driver error means damaged data (SQLite's ``SQLITE_CORRUPT`` or
+        ``SQLITE_NOTADB``, or a log row that does not split into its entries), not a busy or
+        unreachable file: :class:`~app.stores.base.StoreCorrupt`."""
+        code = getattr(exc, "sqlite_errorcode", None) or 0
+        return (code & 0xFF) in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
     def __init__(self, path: str | Path, synchronous: str = "NORMAL") -> None:
         self.path = Path(path)
         self.synchronous = synchronous
@@ -94,6 +109,7 @@ class SqliteStore:
         db.executescript(_SCHEMA)
         _add_idem_seq(db)
         _add_log_n(db)
+        _add_incarnation(db)
         db.execute("CREATE INDEX IF NOT EXISTS idem_seq ON idem (model, seq)")
         self._db = db
 
@@ -116,8 +132,8 @@ class SqliteStore:
         try:
             with self._tx() as db:
                 db.execute(
-                    "INSERT INTO models (name, spec, created) VALUES (?, ?, ?)",
-                    (name, json.dumps(spec), time.time()),
+                    "INSERT INTO models (name, spec, created, incarnation) VALUES (?, ?, ?, ?)",
+                    (name, json.dumps(spec), time.time(), incarnation_of(spec)),
                 )
             return True
         except sqlite3.IntegrityError:
@@ -126,6 +142,9 @@ class SqliteStore:
     async def get_model(self, name: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT spec FROM models WHERE name = ?", (name,)).fetchone()
         return json.loads(row[0]) if row else None
+
+    async def data_id(self) -> str:
+        return f"sqlite:{self.path}"  # the file is the data (its inode stays with this process)
 
     async def list_models(self) -> dict[str, dict[str, Any]]:
         rows = self.db.execute("SELECT name, spec FROM models ORDER BY created, name").fetchall()
@@ -138,19 +157,20 @@ class SqliteStore:
                 db.execute(f"DELETE FROM {table} WHERE model = ?", (name,))  # noqa: S608
         return n > 0
 
-    async def append(self, name: str, entries: list[Entry], expected_seq: int) -> int:
+    async def append(
+        self, name: str, entries: list[Entry], expected_seq: int, incarnation: str | None = None
+    ) -> int:
         seq = expected_seq + len(entries)
         with self._tx() as db:
-            # one statement checks both that the model exists and that the log did not move
+            # one statement checks that the model (that incarnation) exists and that the log did
+            # not move
             moved = db.execute(
-                "UPDATE models SET last_seq = ? WHERE name = ? AND last_seq = ?",
-                (seq, name, expected_seq),
+                "UPDATE models SET last_seq = ? WHERE name = ? AND last_seq = ? "
+                "AND incarnation = coalesce(?, incarnation)",
+                (seq, name, expected_seq, incarnation),
             ).rowcount
             if not moved:
-                row = db.execute("SELECT last_seq FROM models WHERE name = ?", (name,)).fetchone()
-                if row is None:
-                    raise ModelGone(name)
-                raise SeqConflict(row[0])
+                raise SeqConflict(_last_seq(db, name, incarnation))
             keyed = [
                 (name, e.key, e.response or b"", expected_seq + i + 1)
                 for i, e in enumerate(entries)
@@ -193,14 +213,15 @@ class SqliteStore:
         row = self.db.execute("SELECT last_seq FROM models WHERE name = ?", (name,)).fetchone()
         return row[0] if row else 0
 
-    async def put_snapshot(self, name: str, seq: int, blob: bytes) -> int:
+    async def put_snapshot(
+        self, name: str, seq: int, blob: bytes, incarnation: str | None = None
+    ) -> int:
         # The two generations are two slots, the tables ``snapshots`` and ``snapshots_prev``;
         # readers order them by seq. A newer snapshot overwrites the slot of the older one (or
         # an empty one), one write of the blob: shifting the current one to the other table
         # first copied it too (a 30 MB model's snapshot held the event loop ~0.2 s longer).
         with self._tx() as db:
-            if db.execute("SELECT 1 FROM models WHERE name = ?", (name,)).fetchone() is None:
-                raise ModelGone(name)
+            _last_seq(db, name, incarnation)
             held: dict[str, int] = {}  # slot -> the seq it holds
             for table in _SNAPSHOT_SLOTS:
                 row = db.execute(f"SELECT seq FROM {table} WHERE model = ?", (name,)).fetchone()
@@ -233,8 +254,12 @@ class SqliteStore:
         ).fetchall()
         return [(seq, bytes(blob)) for seq, blob in rows]
 
-    async def trim(self, name: str, upto_seq: int) -> None:
+    async def trim(self, name: str, upto_seq: int, incarnation: str | None = None) -> None:
         with self._tx() as db:
+            try:
+                _last_seq(db, name, incarnation)
+            except ModelGone:
+                return
             db.execute("DELETE FROM log WHERE model = ? AND seq <= ?", (name, upto_seq))
             row = db.execute(  # a batch row across upto_seq keeps only its entries after it
                 "SELECT seq, n, record FROM log WHERE model = ? AND seq > ? ORDER BY seq LIMIT 1",
@@ -262,10 +287,11 @@ class SqliteStore:
     async def key_names(self, name: str) -> list[str]:
         return [k for (k,) in self.db.execute("SELECT key FROM idem WHERE model = ?", (name,))]
 
-    async def put_keys(self, name: str, items: list[tuple[str, int, bytes]]) -> None:
+    async def put_keys(
+        self, name: str, items: list[tuple[str, int, bytes]], incarnation: str | None = None
+    ) -> None:
         with self._tx() as db:
-            if db.execute("SELECT 1 FROM models WHERE name = ?", (name,)).fetchone() is None:
-                raise ModelGone(name)
+            _last_seq(db, name, incarnation)
             db.executemany(
                 "INSERT OR IGNORE INTO idem (model, key, response, seq) VALUES (?, ?, ?, ?)",
                 [(name, key, resp, seq) for key, seq, resp in items],
@@ -323,6 +349,29 @@ class SqliteStore:
             db.execute("DELETE FROM leases WHERE model = ? AND token = ?", (name, token))
 
 
+def _last_seq(db: sqlite3.Connection, name: str, incarnation: str | None) -> int:
+    """The model's last seq; :class:`ModelGone` if it is not there, or not that incarnation
+    (``None``: any)."""
+    row = db.execute("SELECT last_seq, incarnation FROM models WHERE name = ?", (name,)).fetchone()
+    if row is None or incarnation not in (None, row[1]):
+        raise ModelGone(name)
+    return row[0]
+
+
+def _add_incarnation(db: sqlite3.Connection) -> None:
+    """Give a database written before incarnations its ``models.incarnation`` column: the
+    models already there are legacy ones (``""``, as ``incarnation_of`` reads their specs)."""
+
+    def has_it() -> bool:
+        return any(row[1] == "incarnation" for row in db.execute("PRAGMA table_info(models)"))
+
+    if has_it():
+        return
+    with _Tx(db):
+        if not has_it():  # (another process sharing the file may have added it meanwhile)
+            db.execute("ALTER TABLE models ADD COLUMN incarnation TEXT NOT NULL DEFAULT ''")
+
+
 def _add_idem_seq(db: sqlite3.Connection) -> None:
     """Give a database written before ids were forgotten by seq its ``idem.seq`` column, filled
     from each stored answer's ``seq``."""
@@ -357,12 +406,17 @@ def _entries(last: int, n: int, record: bytes) -> list[tuple[int, bytes]]:
     if n == 1:
         return [(last, bytes(record))]
     out, pos, blob = [], 0, memoryview(record)
-    for seq in range(last - n + 1, last + 1):
-        (size,) = _LEN.unpack_from(blob, pos)
-        out.append((seq, bytes(blob[pos + 4 : pos + 4 + size])))
-        pos += 4 + size
+    try:
+        for seq in range(last - n + 1, last + 1):
+            (size,) = _LEN.unpack_from(blob, pos)
+            out.append((seq, bytes(blob[pos + 4 : pos + 4 + size])))
+            pos += 4 + size
+    except struct.error:
+        pos = len(blob) + 1  # a length past the row's end
     if pos != len(blob):
-        raise sqlite3.DatabaseError(f"log row at seq {last}: {len(blob) - pos} bytes left over")
+        exc = sqlite3.DatabaseError(f"log row at seq {last}: its {n} entries do not fit its bytes")
+        exc.sqlite_errorcode = sqlite3.SQLITE_CORRUPT  # damaged data: StoreCorrupt
+        raise exc
     return out
 
 
