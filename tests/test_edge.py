@@ -76,6 +76,18 @@ def _reply(sock: socket.socket) -> tuple[bytes, bool]:
     return data, False
 
 
+def _one_response(sock: socket.socket) -> bytes:
+    """One whole response with a Content-Length (the connection stays open)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536) or b"!"
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"content-length: (\d+)", head, re.I).group(1))  # type: ignore[union-attr]
+    while len(body) < length:
+        body += sock.recv(65536) or b"!"
+    return head + b"\r\n\r\n" + body
+
+
 def _status(data: bytes) -> int | None:
     m = re.match(rb"HTTP/1\.1 (\d{3}) ", data)
     return int(m.group(1)) if m else None
@@ -159,7 +171,7 @@ def test_headers_within_the_limits_are_served_and_the_connection_kept(server):
             sock.sendall(
                 b"GET /healthz HTTP/1.1\r\n" + HOST + b"X-Pad: " + b"a" * 4000 + b"\r\n\r\n"
             )
-            data = sock.recv(65536)
+            data = _one_response(sock)
             assert _status(data) == 200, data
 
 
@@ -188,7 +200,7 @@ def test_bodies_held_at_once_are_capped_by_count_and_bytes(server):
         _until(lambda: _gauge(server, "chorus_inflight_bodies") == 4, "4 bodies held")
         with _connect(server) as fifth:
             fifth.sendall(_post_head(1000) + b"{")
-            data = fifth.recv(65536)
+            data = _one_response(fifth)
         assert _status(data) == 503 and b"retry-after: 1" in data.lower(), data
         assert b"CHORUS_MAX_INFLIGHT_BODIES" in data
     finally:
@@ -204,7 +216,7 @@ def test_bodies_held_at_once_are_capped_by_count_and_bytes(server):
         )
         with _connect(server) as third:
             third.sendall(_post_head(60_000) + b"{")
-            data = third.recv(65536)
+            data = _one_response(third)
         assert _status(data) == 503, data
     finally:
         for sock in big:
