@@ -11,8 +11,10 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
 
 from app.errors import StoreDamaged, install_error_handlers
+from app.guard import BODY_METHODS, Guard, InFlight
 from app.registry import Registry
 from app.routes import learn, models, ops, predict
 from app.routes.docs import install_docs
@@ -159,14 +161,19 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     app.state.settings = settings
     app.state.registry = registry
     app.state.warmup = Warmup()
-    prom, requests, latency = ops.make_prometheus(registry)
+    inflight = InFlight()
+    prom, requests, latency = ops.make_prometheus(registry, inflight)
     app.state.prom = prom
-    app.add_middleware(
-        ops.ObserveMiddleware,
-        requests=requests,
-        latency=latency,
-        max_body=settings.max_body_bytes,
-    )
+    # the last added is the outermost: metrics, then CORS (if configured), then the guard
+    app.add_middleware(Guard, settings=settings, inflight=inflight)
+    if settings.origins():  # CORS only when configured: its answers then carry the headers too
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.origins(),
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "X-Chorus-Model"],
+        )
+    app.add_middleware(ops.ObserveMiddleware, requests=requests, latency=latency)
     install_error_handlers(app)
     for r in (models.router, learn.router, predict.router, ops.router):
         app.include_router(r)
@@ -192,6 +199,7 @@ def _openapi(app: FastAPI) -> dict:
         )
         schema.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
         _declare_security(schema, bool(app.state.settings.api_key))
+        _declare_edge(schema)
         app.openapi_schema = schema
     return app.openapi_schema
 
@@ -215,6 +223,23 @@ def _declare_security(schema: dict, required: bool) -> None:
         for op in operations.values():
             if isinstance(op, dict) and "responses" in op:
                 op["security"] = [{"bearerAuth": []}]
+
+
+def _declare_edge(schema: dict) -> None:
+    """The answers ``app.guard`` gives before routing: 421 on every operation (a Host not served
+    here), 415 on those with a body (not ``application/json``)."""
+
+    def error(description: str) -> dict:
+        ref = {"$ref": "#/components/schemas/Error"}
+        return {"description": description, "content": {"application/json": {"schema": ref}}}
+
+    for operations in schema.get("paths", {}).values():
+        for method, op in operations.items():
+            if not isinstance(op, dict) or "responses" not in op:
+                continue
+            op["responses"].setdefault("421", error("Host not served here (CHORUS_ALLOWED_HOSTS)"))
+            if method.upper() in BODY_METHODS:
+                op["responses"].setdefault("415", error("Content-Type is not application/json"))
 
 
 def app_factory() -> FastAPI:

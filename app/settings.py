@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -81,6 +81,31 @@ class Settings(BaseSettings):
         no drift options) runs its members in; 1 (default) runs them in the request's thread.
         Results are bit-identical for every value. A batch at 2 threads keeps 2 cores busy, so
         more threads than idle cores only adds switching.
+    max_header_bytes
+        Largest request line plus headers of one request (bytes); a larger one is answered 431
+        and the connection closed, before the server holds more of it.
+    max_headers
+        Most header fields in one request (431 beyond).
+    header_timeout
+        Seconds a client has to send a request's line and headers, counted from the connection's
+        start or from its first byte of the request (a keep-alive connection idles 5 s at most
+        before it). Later: 408 and the connection is closed.
+    body_timeout
+        Seconds a request body may pause between two reads (as nginx's ``client_body_timeout``):
+        a longer pause is answered 408 and the connection closed.
+    max_inflight_bodies
+        Request bodies a process holds at once (being received or served); beyond it a request
+        with a body is answered 503 (``Retry-After: 1``) before its body is read.
+    max_inflight_bytes
+        Total bytes of the request bodies a process holds at once (counted by ``Content-Length``
+        before the body is read, else as it arrives); beyond it 503 as above. At least
+        ``max_body_bytes``.
+    allowed_hosts
+        Host names (comma-separated) the ``Host`` header may carry, besides the address the
+        connection came in on; another is answered 421 (DNS rebinding). ``*`` accepts any.
+    cors_origins
+        Origins (comma-separated, e.g. ``https://app.example.com``) whose browser pages may call
+        the API (CORS); empty (the default): none, no CORS header is ever sent.
     """
 
     model_config = SettingsConfigDict(env_prefix="CHORUS_", extra="ignore")
@@ -138,6 +163,35 @@ class Settings(BaseSettings):
     min_seq_wait: float = Field(2.0, ge=0, le=60)
     memory_mb: int = Field(0, ge=0, le=16 * 2**20)
     threads: int = Field(1, ge=1, le=256)
+    max_header_bytes: int = Field(64 * 1024, ge=1024)
+    max_headers: int = Field(100, ge=8)
+    header_timeout: float = Field(10.0, gt=0)
+    body_timeout: float = Field(10.0, gt=0)
+    max_inflight_bodies: int = Field(256, ge=1)
+    max_inflight_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    allowed_hosts: str = "localhost,127.0.0.1,[::1]"
+    cors_origins: str = ""
+
+    @model_validator(mode="after")
+    def _check_inflight(self) -> Settings:
+        if self.max_inflight_bytes < self.max_body_bytes:
+            raise ValueError(
+                f"max_inflight_bytes ({self.max_inflight_bytes}) must be at least max_body_bytes "
+                f"({self.max_body_bytes}): a body of the largest size could never be received"
+            )
+        return self
+
+    def host_names(self) -> frozenset[str] | None:
+        """``allowed_hosts`` as lower-case names (an IPv6 address without brackets); ``None``
+        for ``*`` (any host)."""
+        names = [h.strip().lower() for h in self.allowed_hosts.split(",") if h.strip()]
+        if "*" in names:
+            return None
+        return frozenset(h[1:-1] if h.startswith("[") and h.endswith("]") else h for h in names)
+
+    def origins(self) -> list[str]:
+        """``cors_origins`` as a list."""
+        return [o.strip() for o in self.cors_origins.split(",") if o.strip()]
 
 
 @lru_cache

@@ -201,8 +201,8 @@ class RedisServer:
 
 
 class ChorusServer:
-    """``python -m uvicorn app.main:app_factory --factory`` on a free port, in its own process
-    group (so ``kill9`` reaches every worker).
+    """``python -m app.server`` (``chorus serve``'s uvicorn configuration) on a free port, in its
+    own process group (so ``kill9`` reaches every worker).
 
     Parameters
     ----------
@@ -216,18 +216,21 @@ class ChorusServer:
         File the server's stderr is appended to (default: kept in memory, shown on failure).
     access_log
         Whether uvicorn logs each request.
+    log_level
+        The server's log level.
     inherit_env
         Whether ``env`` is added to this process's environment (else it is the whole of it).
     """
 
     def __init__(self, env: dict[str, str], *, port: int | None = None, workers: int = 1,
                  log: Path | None = None, access_log: bool = True,
-                 inherit_env: bool = True) -> None:  # fmt: skip
+                 inherit_env: bool = True, log_level: str = "warning") -> None:  # fmt: skip
         self.port = port or free_port()
         self.env = {**os.environ, **env} if inherit_env else dict(env)
         self.workers = workers
         self.log = log
         self.access_log = access_log
+        self.log_level = log_level
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -236,11 +239,9 @@ class ChorusServer:
 
     def start(self, timeout: float = 60.0) -> None:
         """Start it and wait until ``/readyz`` answers 200."""
-        args = [sys.executable, "-m", "uvicorn", "app.main:app_factory", "--factory", "--host",
-                "127.0.0.1", "--port", str(self.port), "--log-level", "warning", "--workers",
-                str(self.workers)]  # fmt: skip
-        if not self.access_log:
-            args.append("--no-access-log")
+        args = [sys.executable, "-m", "app.server", "--host", "127.0.0.1", "--port",
+                str(self.port), "--log-level", self.log_level, "--workers", str(self.workers),
+                "--access-log" if self.access_log else "--no-access-log"]  # fmt: skip
         self.proc = subprocess.Popen(
             args,
             cwd=ROOT,

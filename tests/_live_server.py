@@ -18,15 +18,25 @@ from app.testing import free_port
 
 @contextlib.contextmanager
 def live_server(data_dir: Path, **settings) -> Iterator[str]:
-    """Run ``app.main.create_app`` under uvicorn; yields the base URL; stops it on exit."""
+    """Run ``app.main.create_app`` under uvicorn as ``chorus serve`` runs it
+    (``app.server.server_config``); yields the base URL; stops it on exit."""
     from app.main import create_app
+    from app.server import server_config
     from app.settings import Settings
 
     settings.setdefault("redis_url", None)
-    app = create_app(Settings(data_dir=data_dir, **settings))
+    config = Settings(data_dir=data_dir, **settings)
     port = free_port()
+    logging = uvicorn.config.LOGGING_CONFIG  # uvicorn's own: a root handler would displace pytest's
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+        server_config(
+            config,
+            create_app(config),
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            log_config=logging,
+        )  # fmt: skip
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

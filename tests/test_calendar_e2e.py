@@ -134,9 +134,7 @@ class Chorus:
         cmd = [
             sys.executable,
             "-m",
-            "uvicorn",
-            "--factory",
-            "app.main:app_factory",
+            "app.server",  # chorus serve's configuration (its limits, its logging)
             "--host",
             "127.0.0.1",
             "--port",

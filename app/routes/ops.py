@@ -14,15 +14,16 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.guard import InFlight
 from app.registry import Registry
 from app.routes.deps import RegistryDep, errors, json_response, require_key
 from app.routes.schemas import Error, Status
 
 router = APIRouter(tags=["operations"])
+CLIENT_CLOSED = 499  # nginx's status for a request its client abandoned before the answer
 
 
 @router.get("/healthz", response_model=Status, summary="Liveness")
@@ -131,8 +132,11 @@ def _adaptive_metrics(name: str, model: Any, drifts: Any, diversity: Any) -> Non
             diversity.add_metric([name, measure], div[measure])
 
 
-def make_prometheus(registry: Registry) -> tuple[CollectorRegistry, Counter, Histogram]:
-    """A per-app Prometheus registry with request counters, latency histograms and model gauges."""
+def make_prometheus(
+    registry: Registry, inflight: InFlight
+) -> tuple[CollectorRegistry, Counter, Histogram]:
+    """A per-app Prometheus registry with request counters, latency histograms, model gauges and
+    the request bodies held (``app.guard``)."""
     prom = CollectorRegistry()
     requests = Counter(
         "chorus_requests", "HTTP requests", ["method", "route", "status"], registry=prom
@@ -145,11 +149,30 @@ def make_prometheus(registry: Registry) -> tuple[CollectorRegistry, Counter, His
         registry=prom,
     )
     prom.register(ModelCollector(registry))
+    prom.register(InFlightCollector(inflight))
     return prom, requests, latency
 
 
+class InFlightCollector:
+    """The request bodies the process holds (being received or served), read at scrape time."""
+
+    def __init__(self, inflight: InFlight) -> None:
+        self.inflight = inflight
+
+    def collect(self):
+        yield GaugeMetricFamily(
+            "chorus_inflight_bodies", "Request bodies held (CHORUS_MAX_INFLIGHT_BODIES)",
+            self.inflight.bodies,
+        )  # fmt: skip
+        yield GaugeMetricFamily(
+            "chorus_inflight_body_bytes", "Their bytes (CHORUS_MAX_INFLIGHT_BYTES)",
+            self.inflight.bytes,
+        )  # fmt: skip
+
+
 class ObserveMiddleware:
-    """Pure-ASGI middleware: request metrics and the body-size limit (413).
+    """Pure-ASGI middleware: request metrics. A request that ends without an answer (the client
+    left mid-body, ``app.guard``) counts as 499, one that raised as 500.
 
     Parameters
     ----------
@@ -157,45 +180,19 @@ class ObserveMiddleware:
         The wrapped ASGI app.
     requests, latency
         The Prometheus collectors to feed.
-    max_body
-        Largest request body in bytes.
     """
 
-    def __init__(self, app: ASGIApp, requests: Counter, latency: Histogram, max_body: int) -> None:
+    def __init__(self, app: ASGIApp, requests: Counter, latency: Histogram) -> None:
         self.app = app
         self.requests = requests
         self.latency = latency
-        self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         t0 = time.perf_counter()
-        status = 500
-        limit = self.max_body
-        for k, v in scope.get("headers", ()):
-            if k == b"content-length":
-                try:
-                    too_big = int(v) > limit
-                except ValueError:
-                    too_big = False
-                if too_big:
-                    await _send_413(send, limit)
-                    self._observe(scope, 413, t0)
-                    return
-                break
-        seen = 0
-
-        async def limited_receive() -> Message:
-            nonlocal seen
-            msg = await receive()
-            if msg["type"] == "http.request":
-                seen += len(msg.get("body", b""))
-                if seen > limit:
-                    # an HTTPException passes FastAPI's body parsing untouched -> 413
-                    raise HTTPException(413, f"body over the limit of {limit} bytes")
-            return msg
+        status = 0  # no answer (yet)
 
         async def send_wrapper(msg: Message) -> None:
             nonlocal status
@@ -204,28 +201,16 @@ class ObserveMiddleware:
             await send(msg)
 
         try:
-            await self.app(scope, limited_receive, send_wrapper)
+            await self.app(scope, receive, send_wrapper)
+        except BaseException:
+            status = status or 500
+            raise
         finally:
-            self._observe(scope, status, t0)
+            self._observe(scope, status or CLIENT_CLOSED, t0)
 
     def _observe(self, scope: Scope, status: int, t0: float) -> None:
-        route = scope.get("route")
+        route = scope.get("route")  # none when answered before routing (app.guard): "unmatched"
         path = getattr(route, "path", None) or "unmatched"
         method = scope.get("method", "")
         self.requests.labels(method, path, str(status)).inc()
         self.latency.labels(method, path).observe(time.perf_counter() - t0)
-
-
-async def _send_413(send: Send, limit: int) -> None:
-    body = b'{"detail":"body over the limit of %d bytes"}' % limit
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 413,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

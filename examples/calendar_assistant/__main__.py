@@ -2,7 +2,7 @@
 
     python -m examples.calendar_assistant [--data-dir ./calendar-data] [--port 8080]
 
-starts Chorus (``uvicorn --factory app.main:app_factory``) as a child process with
+starts Chorus (``python -m app.server``, as ``chorus serve`` runs it) as a child process with
 ``CHORUS_DATA_DIR=<data-dir>/chorus`` on ``--chorus-port``, waits until it is ready, then serves the assistant on ``--port``. Stopping the
 assistant (Ctrl-C) stops Chorus too; its state stays in the data dir for next time.
 With ``--chorus-url`` the assistant uses an already running Chorus and starts none.
@@ -79,9 +79,7 @@ def start_chorus(port: int, data_dir: Path) -> subprocess.Popen[bytes]:
     cmd = [
         sys.executable,
         "-m",
-        "uvicorn",
-        "--factory",
-        "app.main:app_factory",
+        "app.server",
         "--host",
         "127.0.0.1",
         "--port",
