@@ -128,7 +128,7 @@ def _forward(xn, xc, r, stat_w, stat_mean, stat_m2, code_w, w_num, w_cat, b_hid,
             out[k] = _sigmoid(s)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def mlp_run(xn, xc, y, w, do_predict, do_learn, learning_rate, max_step_weight, stat_w,
             stat_mean, stat_m2, code_w, cls_w, w_num, w_cat, b_hid, w_out, b_out, proba):  # fmt: skip  # noqa: ANN001
     """Predict and/or learn rows in order (row ``r`` is predicted after rows ``< r`` were learned).

@@ -32,11 +32,14 @@ def model_bytes(model: Any) -> int:
     return int(mb) if mb is not None else 2 * int(model.state_bytes)
 
 
-def estimate_cost(h: Handle) -> int:
-    """Estimated bytes a loaded model holds: its arrays (``model_bytes``), its filter of seen
-    ids and the ids not yet in the store (durability ``none``), and :data:`MODEL_OVERHEAD`."""
+def estimate_cost(h: Handle, arrays: int | None = None) -> int:
+    """Estimated bytes a loaded model holds: its arrays and schema (``model_bytes``, or
+    ``arrays`` when the caller measured it), its filter of seen ids and the ids not yet in the
+    store (durability ``none``), and :data:`MODEL_OVERHEAD`."""
     unsaved = sum(key_cost(k, v) for k, (_, v) in h.unsaved_ids.items())
-    return MODEL_OVERHEAD + model_bytes(h.model) + h.ids.nbytes + unsaved
+    if arrays is None:
+        arrays = model_bytes(h.model)
+    return MODEL_OVERHEAD + arrays + h.ids.nbytes + unsaved
 
 
 class ModelMetrics(Prequential):
@@ -90,7 +93,8 @@ class Handle:
     answers are in the store; :mod:`app.registry.ids`), ``unsaved_ids`` maps the ids learned
     since the last snapshot to ``(seq, answer)`` when there is no log to hold them (durability
     ``none``); a ``dirty`` model learned something its log may lack and is rebuilt before it is
-    used again.
+    used again. ``lock`` makes one writer per model; ``engine`` is held while a worker thread
+    runs the model's engine (:func:`app.registry.common.off_loop`).
     """
 
     name: str
@@ -102,6 +106,7 @@ class Handle:
     ids: SeenIds = field(default_factory=SeenIds)
     unsaved_ids: dict[str, tuple[int, bytes]] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    engine: asyncio.Lock = field(default_factory=asyncio.Lock)  # held by engine work off the loop
     dirty: bool = False
     last_snapshot: float = field(default_factory=time.monotonic)
     last_refresh: float = field(default_factory=time.monotonic)
