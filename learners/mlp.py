@@ -350,9 +350,9 @@ class MLP(ManyMixin, RiverEstimator):
         plus the schema's text, would exceed it."""
         s = self._schema
         limit = s.limits.max_state_bytes
-        if self.memory_bytes_for(s.n_num, s.n_codes, s.n_classes) + s.text_bytes <= limit:
+        if self.memory_bytes_for(s.n_num, s.n_codes, s.n_classes) + s.held_bytes() <= limit:
             return False
-        need = self.memory_bytes_for(s.n_num, s.n_codes, s.n_classes, exact=True) + s.text_bytes
+        need = self.memory_bytes_for(s.n_num, s.n_codes, s.n_classes, exact=True) + s.held_bytes()
         if need <= limit:
             return True
         s.rollback(mark)

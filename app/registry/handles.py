@@ -25,7 +25,8 @@ def key_cost(key: str, answer: bytes) -> int:
 
 def model_bytes(model: Any) -> int:
     """Bytes a loaded model's arrays take in memory: its ``memory_bytes`` (native learners and
-    their ensembles: the arrays as allocated, with the row index), else twice its saved state
+    their ensembles: the arrays as allocated, with the row index, and the schema: names,
+    values, labels), else twice its saved state
     (arrays grow by doubling). The saved state is compact (live rows only, int32 where values
     fit): a loaded tree ensemble takes about four times its ``state_bytes``."""
     mb = getattr(model, "memory_bytes", None)
