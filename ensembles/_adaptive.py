@@ -503,7 +503,7 @@ def adaptive_loop(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn
     return R
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
                  code_attr, need, hint, hinted):  # fmt: skip
     """Adaptive bagging over rows (signature of ``learners.compiled.single_run``; ``st`` an
@@ -512,7 +512,7 @@ def adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn,
                          n_cls, code_attr, need, hint, hinted, BAGGING)  # fmt: skip
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def boosting_adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
                           n_cls, code_attr, need, hint, hinted):  # fmt: skip
     """ADWIN boosting over rows (signature of ``learners.compiled.single_run``; ``st`` an
@@ -535,14 +535,14 @@ def adaptive_rows_io(B, io, code_attr, start, do_predict, do_learn, need, hinted
     return done
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def adaptive_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats):
     """``adaptive_run``'s IO run kernel (``learners.compiled.register_io_run``)."""
     return adaptive_rows_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats,
                             BAGGING)  # fmt: skip
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def boosting_adaptive_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats):
     """``boosting_adaptive_run``'s IO run kernel (``learners.compiled.register_io_run``)."""
     return adaptive_rows_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats,

@@ -293,7 +293,7 @@ def ensemble_rows(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_l
     return R
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def bagging_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
                 code_attr, need, hint, hinted):  # fmt: skip
     """Online bagging over rows; ``ipar = [seed, vote]``. Signature of ``learners.compiled.single_run``."""
@@ -301,7 +301,7 @@ def bagging_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_lea
                         n_cls, code_attr, need, hint, hinted, BAGGING)  # fmt: skip
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def boosting_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
                  code_attr, need, hint, hinted):  # fmt: skip
     """Online boosting over rows; ``ipar = [seed, vote, lambda rule]``, ``fstate = [lambda_sc,
@@ -325,14 +325,14 @@ def ensemble_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted,
     return done
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def bagging_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats):
     """``bagging_run``'s IO run kernel (``learners.compiled.register_io_run``)."""
     return ensemble_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats,
                            BAGGING)  # fmt: skip
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def boosting_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats):
     """``boosting_run``'s IO run kernel (``learners.compiled.register_io_run``)."""
     return ensemble_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats,

@@ -508,11 +508,11 @@ class PythonBackend:
         sizes = [m.memory_bytes_for(s.n_num, s.n_codes, s.n_classes)
                  for m in self.members if hasattr(m, "memory_bytes_for")]  # fmt: skip
         limit = s.limits.max_state_bytes
-        if sizes and sum(sizes) + s.text_bytes > limit:
+        if sizes and sum(sizes) + s.held_bytes() > limit:
             s.rollback(mark)
             raise LimitError("max_state_bytes", limit, "model",
                              f"learning this would make the model's state "
-                             f"{sum(sizes) + s.text_bytes:,} bytes")  # fmt: skip
+                             f"{sum(sizes) + s.held_bytes():,} bytes")  # fmt: skip
 
     def flush(self) -> None:
         pass  # (Python members learn at once)

@@ -297,13 +297,20 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
 
     @property
     def state_bytes(self) -> int:
+        """Bytes of the model's state: with compiled members, as ``max_state_bytes`` counts it
+        (the members' rows in use and the schema's names, values and labels:
+        ``TreeBank.used_bytes``) plus the ensemble's own arrays; with Python members, the
+        saved state's size."""
+        bank = getattr(self._backend, "bank", None)
+        if bank is not None:
+            return bank.used_bytes + sum(a.nbytes for a in self._extra_arrays().values())
         st = self.to_state()
         return len(json.dumps(st["header"])) + sum(a.nbytes for a in st["arrays"].values())
 
     @property
     def memory_bytes(self) -> int:
         """Bytes the model holds in memory: compiled members' arrays as allocated (room to grow
-        and the row index: several times the compact ``state_bytes``) plus the ensemble's own
+        and the row index) and their schema (``TreeBank.memory_bytes``) plus the ensemble's own
         arrays; with Python members, twice the saved state (arrays grow by doubling)."""
         bank = getattr(self._backend, "bank", None)
         if bank is None:

@@ -377,6 +377,9 @@ class TreeBank:
         self._max_nodes = int(self.params.max_nodes)  # (read by every learned example)
         self.M = n_members
         self.schema = schema or Schema(self.limits)
+        # run_one's bytes check: max_state_bytes less the schema's held bytes beyond its text
+        # (Schema.held_bytes), for the schema's text_bytes it was taken at (-1: take it again)
+        self._room, self._room_text = 0, -1
         self.n_seen = 0  # examples learned with w > 0: the sequence counter of the Poisson draws
         # the deferred learn, (kernel, ipar, fstate, need, xn, xc, hinted), or None (see run_one,
         # flush); hinted: _hint1 holds its example's route, from its prediction
@@ -519,6 +522,7 @@ class TreeBank:
     def fit_schema(self) -> None:
         """Record the schema's row width (and widen the direct index); classes need nothing."""
         s = self.schema
+        self._room_text = -1  # (a new schema, or new features: run_one's check takes it again)
         fitted = (len(s.cat_names), len(s.num_names))
         if fitted == self._fitted:  # nothing new since the last call (the usual learn)
             return
@@ -659,7 +663,7 @@ class TreeBank:
         """Whether ``check_bytes`` passes on its cheap path (the allocated arrays and the
         schema's text within ``max_state_bytes``); ``False`` when only counting the live rows
         can tell."""
-        return self._alloc_bytes + self.schema.text_bytes <= self.limits.max_state_bytes
+        return self._alloc_bytes + self.schema.held_bytes() <= self.limits.max_state_bytes
 
     def _encode_one(self, x: dict, grow: bool) -> tuple[np.ndarray, np.ndarray]:
         """One row into row ``_NOW`` of the ``[2, J]`` / ``[2, A]`` buffers; returns the buffers.
@@ -763,7 +767,11 @@ class TreeBank:
         if do_learn:
             if type(w) is not float or not (0.0 <= w <= MAX_WEIGHT):  # (base.check_weight, inline:
                 check_weight(w)  # a str or None is a WeightError there, not a TypeError here)
-            if self._alloc_bytes + s.text_bytes > self.limits.max_state_bytes:
+            text = s.text_bytes  # grows with each name, value and label the schema adds
+            if text != self._room_text:
+                self._room_text = text
+                self._room = self.limits.max_state_bytes - (s.held_bytes() - text)
+            if self._alloc_bytes + text > self._room:
                 self.check_bytes()  # (its own first test, inline)
             mark = s.mark()
             try:
@@ -1203,11 +1211,19 @@ class TreeBank:
 
     @property
     def memory_bytes(self) -> int:
-        """Bytes the bank's arrays take in memory: allocated, with their room to grow and the
-        row index (several times ``nbytes``, the compact saved state). Reads only: the runs
+        """Bytes the bank holds in memory: its arrays as allocated, with their room to grow and
+        the row index (several times ``nbytes``, the compact saved state), and its schema
+        (``Schema.held_bytes``: names, values, labels and their indexes). Reads only: the runs
         hand grown pools to ``T`` (``sync``) before they return."""
         self.flush()
-        return sum(a.nbytes for a in self.T)
+        return sum(a.nbytes for a in self.T) + self.schema.held_bytes()
+
+    @property
+    def used_bytes(self) -> int:
+        """Bytes of the model's state as ``max_state_bytes`` counts it: the rows and class
+        entries in use (``live_bytes``) and the schema (``Schema.held_bytes``). A model's
+        ``state_bytes`` and the limit's error give this number."""
+        return self.live_bytes + self.schema.held_bytes()
 
     @property
     def live_bytes(self) -> int:
@@ -1230,13 +1246,13 @@ class TreeBank:
         return total
 
     def check_bytes(self) -> None:
-        """``LimitError`` if the model is over its ``max_state_bytes`` (live rows in memory, see
-        ``live_bytes``, + schema text): checked before learning. Cheap while the allocated arrays are within it."""
+        """``LimitError`` if the model is over its ``max_state_bytes`` (``used_bytes``: live
+        rows in memory + the schema): checked before learning. Cheap while the allocated arrays
+        are within it."""
         limit = self.limits.max_state_bytes
-        text = self.schema.text_bytes
-        if self._alloc_bytes + text <= limit:
+        if self._alloc_bytes + self.schema.held_bytes() <= limit:
             return
-        used = self.live_bytes + text
+        used = self.used_bytes
         if used > limit:
             raise LimitError("max_state_bytes", limit, "model",
                              f"the model's state is {used:,} bytes: it learns no more")  # fmt: skip

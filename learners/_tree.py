@@ -1894,7 +1894,7 @@ def member_buffers(B, C):
     return pk, pv, np.full((B.kind.shape[0], 4), -1, dtype=np.int64)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def single_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls, code_attr,
                need, hint, hinted):  # fmt: skip
     """Predict-then-learn rows ``start..`` with member 0 (a standalone learner).
@@ -2032,7 +2032,7 @@ def io_label(io, do_predict, done):
         io.label[0] = label_code(io.out[1], io.n_cls[1])
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def single_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats):
     """``single_run`` over the buffers of ``io`` (a ``RunIO``): the IO run kernel of a
     standalone learner. Every IO run kernel has this signature: ``xc`` is ``io.xc`` when

@@ -128,7 +128,7 @@ def _forward(xn, xc, r, stat_w, stat_mean, stat_m2, code_w, w_num, w_cat, b_hid,
             out[k] = _sigmoid(s)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def mlp_run(xn, xc, y, w, do_predict, do_learn, learning_rate, max_step_weight, stat_w,
             stat_mean, stat_m2, code_w, cls_w, w_num, w_cat, b_hid, w_out, b_out, proba):  # fmt: skip  # noqa: ANN001
     """Predict and/or learn rows in order (row ``r`` is predicted after rows ``< r`` were learned).
@@ -350,9 +350,9 @@ class MLP(ManyMixin, RiverEstimator):
         plus the schema's text, would exceed it."""
         s = self._schema
         limit = s.limits.max_state_bytes
-        if self.memory_bytes_for(s.n_num, s.n_codes, s.n_classes) + s.text_bytes <= limit:
+        if self.memory_bytes_for(s.n_num, s.n_codes, s.n_classes) + s.held_bytes() <= limit:
             return False
-        need = self.memory_bytes_for(s.n_num, s.n_codes, s.n_classes, exact=True) + s.text_bytes
+        need = self.memory_bytes_for(s.n_num, s.n_codes, s.n_classes, exact=True) + s.held_bytes()
         if need <= limit:
             return True
         s.rollback(mark)

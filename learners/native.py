@@ -212,11 +212,14 @@ class NativeLearner(ManyMixin, RiverEstimator):
 
     @property
     def state_bytes(self) -> int:
-        return self._bank.nbytes
+        """Bytes of the state as ``max_state_bytes`` counts it (``TreeBank.used_bytes``: the
+        rows in use and the schema's names, values and labels)."""
+        return self._bank.used_bytes
 
     @property
     def memory_bytes(self) -> int:
-        """Bytes the learner holds in memory (its arrays as allocated, index included)."""
+        """Bytes the learner holds in memory (its arrays as allocated, index included, and its
+        schema)."""
         return self._bank.memory_bytes
 
 

@@ -17,7 +17,7 @@ from app.errors import (
 )
 from app.names import NAME_RE, NAME_RULE
 from app.registry import views
-from app.registry.common import engine, engine_spec, is_river_spec
+from app.registry.common import WHOLE_MODEL, engine, engine_spec, is_river_spec, off_loop
 from app.registry.common import store_call as _store
 from app.registry.handles import Example, Handle, ModelMetrics
 from app.registry.keeper import PredictionKeeper
@@ -147,15 +147,18 @@ class Registry:
     def gauges(self) -> Iterator[tuple[str, int, dict[str, Any], int, Any]]:
         """``(name, seq, metrics report, entries since snapshot, model)`` of each model in memory
         (the model for its own gauges, e.g. an adaptive ensemble's drifts and diversity)."""
-        for h in self.models:
-            yield h.name, h.seq, h.metrics.report(), h.since_snapshot, h.model
+        for h in self.models:  # a model a worker thread runs on is not read (None) this time
+            model = None if h.engine.locked() else h.model
+            yield h.name, h.seq, h.metrics.report(), h.since_snapshot, model
 
     async def export(self, name: str) -> tuple[bytes, int]:
         """A snapshot blob of one model and its example count (``chorus export``); loads only
         that model, so it works without :meth:`recover`."""
         h = await self.models.get(name)
-        blob = self.recovery.encode(h, spec=h.spec, exported="chorus export")
-        return blob, int(h.model.n_seen)
+        return await off_loop(h, WHOLE_MODEL, self._export, h)
+
+    def _export(self, h: Handle) -> tuple[bytes, int]:
+        return self.recovery.encode(h, spec=h.spec, exported="chorus export"), int(h.model.n_seen)
 
     # ----------------------------------------------------------------- models
     async def create(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -222,7 +225,7 @@ class Registry:
         out = []
         for name in page:
             try:
-                out.append(views.describe(await self._get(name)))
+                out.append(await self._describe(await self._get(name)))
             except ModelBroken:
                 reason = self.models.broken.get(name)
                 if reason is not None:
@@ -236,7 +239,7 @@ class Registry:
     async def describe(self, name: str, min_seq: int | None = None) -> dict[str, Any]:
         """Spec, examples seen, state bytes, metrics and members of a caught-up model."""
         self._check_ready()
-        return views.describe(await self.reader.fresh(name, min_seq, always=True))
+        return await self._describe(await self.reader.fresh(name, min_seq, always=True))
 
     async def metrics(self, name: str) -> dict[str, Any]:
         """The caught-up model's prequential metrics (``Metrics`` of the HTTP API)."""
@@ -305,6 +308,11 @@ class Registry:
         return result
 
     # ----------------------------------------------------------------- internals
+    @staticmethod
+    async def _describe(h: Handle) -> dict[str, Any]:
+        """``views.describe(h)``, off the event loop (it reads the whole state)."""
+        return await off_loop(h, WHOLE_MODEL, views.describe, h)
+
     def _check_ready(self) -> None:
         if not self._ready:
             raise NotReady(self.damaged or "recovering models from the store; not ready yet")

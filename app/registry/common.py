@@ -10,6 +10,12 @@ import orjson
 from app.errors import StoreDamaged, StoreUnavailable
 from app.stores.base import StoreCorrupt, StoreDown
 
+# Feature values an engine call may take on the event loop itself: a thread hop costs ~50-100 us,
+# more than such a call, and nothing waits behind it for longer (issue 42: no request stalls
+# the others). Anything larger runs in a worker thread (off_loop).
+INLINE_VALUES = 256
+WHOLE_MODEL = 1 << 62  # the size of engine work over a whole model's state (never on the loop)
+
 STORE_ERRORS = (StoreDown,)  # what a store raises when it fails (app.stores.base)
 _DUMPS_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
@@ -95,3 +101,33 @@ def settle(fut: asyncio.Future, result: Any = None, exc: BaseException | None = 
         fut.set_exception(exc)
     else:
         fut.set_result(result)
+
+
+def n_values(rows: Any) -> int:
+    """Feature values of ``rows`` (dicts): the size of an engine call."""
+    return sum(map(len, rows))
+
+
+async def off_loop(h: Any, size: int, fn: Any, *args: Any) -> Any:
+    """``fn(*args)``, engine work on model ``h`` (``size`` feature values), off the event loop.
+
+    Every use of a model's engine (learn, predict, replay, its state for a snapshot or a
+    description) goes through here, holding the model's ``engine`` lock, so at most one thread
+    runs on one model (its arrays have one writer) while other models' requests and
+    ``/healthz`` go on: the compiled run kernels release the GIL. A call of at most
+    :data:`INLINE_VALUES` values on a model nobody uses runs here, on the loop, at once (a
+    thread hop would cost more than it); nothing else can start on that model meanwhile.
+    """
+    lock: asyncio.Lock = h.engine
+    if size <= INLINE_VALUES and not lock.locked():
+        return fn(*args)
+    await lock.acquire()
+    try:
+        fut = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+    except BaseException:
+        lock.release()
+        raise
+    # the lock is released when the thread ends, not when its caller stops waiting (a
+    # cancelled request): a thread cannot be stopped, and no other may start on the model
+    fut.add_done_callback(lambda _: lock.release())
+    return await asyncio.shield(fut)

@@ -26,18 +26,22 @@ def key_cost(key: str, answer: bytes) -> int:
 
 def model_bytes(model: Any) -> int:
     """Bytes a loaded model's arrays take in memory: its ``memory_bytes`` (native learners and
-    their ensembles: the arrays as allocated, with the row index), else twice its saved state
+    their ensembles: the arrays as allocated, with the row index, and the schema: names,
+    values, labels), else twice its saved state
     (arrays grow by doubling). The saved state is compact (live rows only, int32 where values
     fit): a loaded tree ensemble takes about four times its ``state_bytes``."""
     mb = getattr(model, "memory_bytes", None)
     return int(mb) if mb is not None else 2 * int(model.state_bytes)
 
 
-def estimate_cost(h: Handle) -> int:
-    """Estimated bytes a loaded model holds: its arrays (``model_bytes``), its filter of seen
-    ids and the ids not yet in the store (durability ``none``), and :data:`MODEL_OVERHEAD`."""
+def estimate_cost(h: Handle, arrays: int | None = None) -> int:
+    """Estimated bytes a loaded model holds: its arrays and schema (``model_bytes``, or
+    ``arrays`` when the caller measured it), its filter of seen ids and the ids not yet in the
+    store (durability ``none``), and :data:`MODEL_OVERHEAD`."""
     unsaved = sum(key_cost(k, v) for k, (_, v) in h.unsaved_ids.items())
-    return MODEL_OVERHEAD + model_bytes(h.model) + h.ids.nbytes + unsaved
+    if arrays is None:
+        arrays = model_bytes(h.model)
+    return MODEL_OVERHEAD + arrays + h.ids.nbytes + unsaved
 
 
 class ModelMetrics(Prequential):
@@ -92,7 +96,9 @@ class Handle:
     since the last snapshot to ``(seq, answer)`` when there is no log to hold them (durability
     ``none``); a ``dirty`` model learned something its log may lack and is rebuilt before it is
     used again. ``last_refresh`` is when the model was last checked against the store (its
-    incarnation, and with a shared store the log's tail).
+    incarnation, and with a shared store the log's tail). ``lock`` makes one writer per model;
+    ``engine`` is held while a worker thread runs the model's engine
+    (:func:`app.registry.common.off_loop`).
     """
 
     name: str
@@ -104,6 +110,7 @@ class Handle:
     ids: SeenIds = field(default_factory=SeenIds)
     unsaved_ids: dict[str, tuple[int, bytes]] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    engine: asyncio.Lock = field(default_factory=asyncio.Lock)  # held by engine work off the loop
     dirty: bool = False
     last_snapshot: float = field(default_factory=time.monotonic)
     last_refresh: float = field(default_factory=time.monotonic)

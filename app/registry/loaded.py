@@ -4,9 +4,9 @@ This is the one place that decides which models are in memory. :meth:`LoadedMode
 model the first time it is asked for; :meth:`LoadedModels.unload` snapshots an idle model and drops
 it (the next request loads it again, exactly: snapshot + log). With a memory budget
 (``CHORUS_MEMORY_MB``) the models are kept in least-recently-used order, each with an estimated
-cost (:func:`app.registry.handles.estimate_cost`, refreshed at load and at every snapshot); when
-their sum passes the budget one background task unloads the least recently used idle models until
-it fits again. A busy model (a request queued or running, its lock held) or one that must be
+cost (:func:`app.registry.handles.estimate_cost`, refreshed at load, at every snapshot and every
+second while it learns); when their sum passes the budget one background task unloads the least
+recently used idle models until it fits again. A busy model (a request queued or running, its lock held) or one that must be
 rebuilt is never unloaded; its turn comes once it is idle.
 
 A held model is one incarnation of its name (ARCHITECTURE §10): :meth:`LoadedModels.verify`
@@ -27,8 +27,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from app.errors import CorruptSnapshot, ModelBroken, ModelNotFound, StoreUnavailable
-from app.registry.common import store_call
-from app.registry.handles import Handle, estimate_cost
+from app.registry.common import WHOLE_MODEL, off_loop, store_call
+from app.registry.handles import Handle, estimate_cost, model_bytes
 from app.registry.outcomes import reconcile
 from app.registry.recovery import LogGap, Recovery, Unloadable
 from app.stores.base import incarnation_of
@@ -58,6 +58,7 @@ class LoadedModels:
         self._evictor: asyncio.Task | None = None
         self.data_id: str | None = None  # the store's data id when first asked (check_data)
         self.lost: str | None = None  # a loss of the store's data not reported by /readyz yet
+        self._costed: dict[str, tuple[int, int]] = {}  # name -> (handle id, learned) estimated
 
     # ------------------------------------------------------------------ what is loaded
     def peek(self, name: str) -> Handle | None:
@@ -86,6 +87,7 @@ class LoadedModels:
     def drop(self, name: str) -> None:
         """Forget a model (deleted, or rebuilt from the store on its next use)."""
         h = self._handles.pop(name, None)
+        self._costed.pop(name, None)
         if h is not None:
             self.resident_bytes -= h.cost
 
@@ -287,11 +289,27 @@ class LoadedModels:
                 n += await self.snapshot_quietly(h)
         return n
 
+    async def refresh_costs(self) -> None:
+        """Estimate again the cost of every held model that learned since its last estimate
+        (its arrays and schema grow between snapshots, which estimate it too), its arrays in
+        a worker thread (``off_loop``)."""
+        for h in self:
+            mark = (id(h), h.learned)
+            if h.dirty or self._costed.get(h.name) == mark:
+                continue
+            self._costed[h.name] = mark
+            arrays = await off_loop(h, WHOLE_MODEL, model_bytes, h.model)
+            before = h.cost
+            h.cost = estimate_cost(h, arrays)
+            self._recount(h, before)
+
     async def periodic(self) -> None:
-        """Background task: snapshot models whose last snapshot is older than the interval."""
+        """Background task: estimate the models that learned again (``refresh_costs``, every
+        second), snapshot models whose last snapshot is older than the interval."""
         interval = self.settings.snapshot_interval
         while True:
             await asyncio.sleep(min(interval, 1.0))
+            await self.refresh_costs()
             self.check_budget()
             now = time.monotonic()
             for h in self:

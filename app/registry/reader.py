@@ -9,12 +9,35 @@ import time
 from typing import Any
 
 from app.errors import EngineFailure, InvalidInput, NotCaughtUp, SeqAhead
-from app.registry.common import clean_proba, engine, error_field, store_call
+from app.registry.common import (
+    clean_proba,
+    engine,
+    error_field,
+    n_values,
+    off_loop,
+    store_call,
+)
 from app.registry.handles import Handle
 from app.registry.keeper import PredictionKeeper
 from app.registry.loaded import LoadedModels
 
 log = logging.getLogger("chorus.registry")
+
+
+def _predict(model: Any, X: list[dict[str, Any]]) -> tuple[list[dict], list[list[str]]]:
+    """The engine's probabilities for each row of ``X`` and the features of each it ignores
+    (unknown to the model); an error names its row (``learners.at_row``). Run by
+    :func:`~app.registry.common.off_loop`."""
+    _, learners = engine()
+    probas = []
+    for r, x in enumerate(X):
+        try:
+            probas.append(model.predict_proba_one(x))
+        except ValueError as exc:
+            learners.at_row(exc, r)
+            raise
+    knows = model.knows_feature
+    return probas, [[f for f in x if knows(f) is False] for x in X]
 
 
 class ModelReader:
@@ -89,13 +112,7 @@ class ModelReader:
         _, learners = engine()
         try:
             try:
-                probas = []
-                for r, x in enumerate(X):
-                    try:
-                        probas.append(h.model.predict_proba_one(x))
-                    except ValueError as exc:
-                        learners.at_row(exc, r)
-                        raise
+                probas, ignored = await off_loop(h, n_values(X), _predict, h.model, X)
             except learners.FeatureTypeError as exc:
                 f = exc.feature
                 v = X[0].get(f)
@@ -116,11 +133,10 @@ class ModelReader:
                 f"model {name}: internal engine error while predicting (logged on the server)"
             ) from exc
         results = []
-        for x, proba in zip(X, probas, strict=True):
+        for proba, unknown in zip(probas, ignored, strict=True):
             proba = clean_proba(proba)
             results.append({"prediction": learners.argmax_label(proba), "probabilities": proba,
-                            "prediction_id": None,
-                            "ignored_features": [f for f in x if h.model.knows_feature(f) is False]})  # fmt: skip
+                            "prediction_id": None, "ignored_features": unknown})  # fmt: skip
         if self.settings.keep_predictions:
             served = [(x, r["prediction"], r["probabilities"]) for x, r in zip(X, results)]  # noqa: B905
             kept = await self.keeper.keep(name, h.incarnation, served, many=many)

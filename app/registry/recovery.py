@@ -18,12 +18,15 @@ from app import snapshot as codec
 from app.errors import CorruptSnapshot, ModelNotFound, StoreDamaged, StoreUnavailable
 from app.registry.common import (
     STORE_ERRORS,
+    WHOLE_MODEL,
     engine,
     engine_spec,
     is_river_spec,
+    n_values,
+    off_loop,
     store_call,
 )
-from app.registry.handles import Handle, ModelMetrics, estimate_cost
+from app.registry.handles import Handle, ModelMetrics, estimate_cost, model_bytes
 from app.settings import Settings
 from app.stores.base import ModelGone, Store, incarnation_of
 
@@ -183,10 +186,12 @@ class Recovery:
                     recs.append(orjson.loads(raw))
                 except orjson.JSONDecodeError as exc:  # damaged bytes: this model only fails
                     raise CorruptSnapshot(f"log entry {s} is not a record: {exc}"[:500]) from exc
+            X = [r["x"] for r in recs]
             try:
-                probas = h.model.predict_learn_many(
-                    [r["x"] for r in recs], [r["y"] for r in recs], [r.get("w", 1.0) for r in recs]
-                )
+                probas = await off_loop(
+                    h, n_values(X), h.model.predict_learn_many, X, [r["y"] for r in recs],
+                    [r.get("w", 1.0) for r in recs],
+                )  # fmt: skip
             except Exception as exc:  # noqa: BLE001 - a log entry the engine refuses (or not one)
                 first, last = h.seq + 1, h.seq + len(recs)
                 raise CorruptSnapshot(
@@ -212,11 +217,12 @@ class Recovery:
         return codec.encode(h.model.to_state(), self._meta(h, **extra), self._key)
 
     async def encode_off_loop(self, h: Handle) -> bytes:
-        """``encode(h)``, its bytes work (joining the arrays, the checksum or HMAC: about half
-        of it) in a worker thread. The state is taken here: ``to_state`` copies what the
-        model's arrays hold now, and nothing learns while the model's lock is held (the
-        caller's), so the thread reads arrays nobody writes."""
-        meta, state = self._meta(h), h.model.to_state()
+        """``encode(h)`` in worker threads: ``to_state`` (engine work: it copies what the
+        model's arrays hold now, under the model's ``engine`` lock, see ``off_loop``; nothing
+        learns while the model's lock is held, the caller's), then the bytes work (joining the
+        arrays, the checksum or HMAC) on that copy, which nobody writes."""
+        meta = self._meta(h)
+        state = await off_loop(h, WHOLE_MODEL, h.model.to_state)
         return await asyncio.to_thread(codec.encode, state, meta, self._key)
 
     async def snapshot(self, h: Handle) -> None:
@@ -242,7 +248,8 @@ class Recovery:
         h.last_snapshot = time.monotonic()
         h.unsaved_ids.clear()
         await self._forget_old_keys(h, horizon)
-        h.cost = estimate_cost(h)  # the arrays now, the ids' filter after forgetting
+        # the arrays now, the ids' filter after forgetting
+        h.cost = estimate_cost(h, await off_loop(h, WHOLE_MODEL, model_bytes, h.model))
 
     async def _forget_old_keys(self, h: Handle, horizon: int) -> None:
         """Drop the ids of entries at or before ``horizon`` (behind the window): from the store

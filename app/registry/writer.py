@@ -39,6 +39,8 @@ from app.registry.common import (
     engine,
     error_field,
     example_field,
+    n_values,
+    off_loop,
     settle,
     store_call,
 )
@@ -102,6 +104,25 @@ def _records(exs: list[Example], rows: list[int], many: bool) -> list[bytes]:
                 pass
         out.append(_record(ex, i if many else None))
     return out
+
+
+def _predict_learn(
+    model: Any, X: list[dict], exs: list[Example]
+) -> tuple[list | None, Exception | None, bool]:
+    """The engine's predict-then-learn of ``exs`` (``X`` their features), in one call (run by
+    :func:`~app.registry.common.off_loop`): ``(probabilities, None, False)``, or ``(None, the
+    engine's error, whether it learned anything all the same)``."""
+    n_before = model.n_seen
+    try:
+        if len(exs) == 1:
+            return [model.predict_learn_one(X[0], exs[0].label, w=exs[0].weight)], None, False
+        return (
+            model.predict_learn_many(X, [ex.label for ex in exs], [ex.weight for ex in exs]),
+            None,
+            False,
+        )
+    except Exception as exc:  # noqa: BLE001 - the caller raises it, as if here
+        return None, exc, model.n_seen != n_before
 
 
 class ModelWriter:
@@ -267,17 +288,16 @@ class ModelWriter:
         # the log records first: whatever the store cannot hold is refused before learning
         raws = _records(exs, rows, many)
         log_durable = self.settings.durability == "log"
-        n_before = h.model.n_seen
+        X = [ex.features for ex in exs]
+        learned = True  # unknown until the engine answers
         try:
-            if len(exs) == 1:
-                probas = [h.model.predict_learn_one(exs[0].features, exs[0].label, w=exs[0].weight)]
-            else:
-                X, Y, W = [ex.features for ex in exs], [ex.label for ex in exs], [ex.weight for ex in exs]  # fmt: skip
-                probas = h.model.predict_learn_many(X, Y, W)
+            probas, exc, learned = await off_loop(h, n_values(X), _predict_learn, h.model, X, exs)
+            if exc is not None:
+                raise exc
         except (learners.FeatureTypeError, learners.LabelError, ValueError) as exc:
             # the engine rejects a batch before learning any of it (the schema rolls back);
             # should it ever have learned part of it, rebuild the model from the log
-            if h.model.n_seen != n_before and log_durable:
+            if learned and log_durable:
                 h.dirty = True
             raise InvalidInput(f"{error_field(exc, rows if many else None)}: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - an engine bug, not the client's input
@@ -287,6 +307,9 @@ class ModelWriter:
                 f"model {h.name}: internal engine error while learning (logged on the "
                 "server); nothing was acknowledged and the model is rebuilt from its log"
             ) from exc
+        except BaseException:  # cancelled while the engine ran on: what it learned is unknown
+            h.dirty = log_durable
+            raise
         seq0 = h.seq
         argmax_label = learners.argmax_label
         entries, outs, preds, keyed = [], [], [], []  # keyed: (j, key, stored answer)

@@ -44,6 +44,19 @@ def check_batch(request: Request, examples: list) -> None:
         raise PayloadTooLarge(f"examples: {len(examples)} over the limit of {limit}")
 
 
+def check_values(request: Request, rows: list[dict], field: str = "examples") -> None:
+    """413 when the feature dicts ``rows`` of one request hold more values than
+    ``CHORUS_MAX_BATCH_VALUES``: the bound on one request's engine work, checked before it
+    starts (``field``: what the request calls them)."""
+    limit = request.app.state.settings.max_batch_values
+    n = sum(map(len, rows))
+    if n > limit:
+        raise PayloadTooLarge(
+            f"{field}: {n:,} feature values, over the limit of {limit:,} per request "
+            "(CHORUS_MAX_BATCH_VALUES); send fewer examples per request"
+        )
+
+
 def json_response(obj: Any, status_code: int = 200) -> Response:
     """Serialise with orjson (labels that are not strings become string keys)."""
     return Response(dumps(obj), status_code=status_code, media_type="application/json")

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from app.registry import Example
-from app.routes.deps import check_batch, check_key, errors, json_body, json_response
+from app.routes.deps import check_batch, check_key, check_values, errors, json_body, json_response
 from app.routes.schemas import LearnBatchResult, LearnRequest, LearnResult, plain_batch
 
 router = APIRouter(tags=["learning"])
@@ -44,11 +44,13 @@ async def learn(request: Request) -> Response:
     if batch is not None:
         model, exs = batch
         check_batch(request, exs)
+        check_values(request, [ex.features for ex in exs])
         results = await reg.learn(model, exs, batch=True)
         return json_response({"results": results, "accuracy": reg.accuracy(model)})
     if body.prediction_id is not None:
         result = await reg.learn_delayed(body.model, body.prediction_id, body.label, body.id)
     else:
+        check_values(request, [body.features], "features")
         ex = Example(body.features, body.label, body.weight, body.id)
         (result,) = await reg.learn(body.model, [ex])
     result["accuracy"] = reg.accuracy(body.model)

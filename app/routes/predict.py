@@ -7,7 +7,7 @@ from starlette.responses import Response
 
 from app.errors import InvalidInput
 from app.names import NAME_RE, NAME_RULE
-from app.routes.deps import check_batch, check_key, errors, json_body, json_response
+from app.routes.deps import check_batch, check_key, check_values, errors, json_body, json_response
 from app.routes.schemas import PredictBatchResult, PredictRequest, PredictResult
 
 router = APIRouter(tags=["predicting"])
@@ -40,7 +40,7 @@ _GET_PARAMS = {
 @router.get(
     "/predict",
     response_model=PredictResult,
-    responses=errors(401, 404, 409, 422, 503),
+    responses=errors(401, 404, 409, 413, 422, 503),
     summary="Predict from query parameters",
     openapi_extra=_GET_PARAMS,
 )
@@ -61,6 +61,7 @@ async def predict_get(request: Request) -> Response:
             raise InvalidInput(f"{k}: given more than once")
         else:
             params[k] = v
+    check_values(request, [params], "features")
     if model is None:
         raise InvalidInput("model: query parameter required")
     if not NAME_RE.match(model):
@@ -83,7 +84,9 @@ async def predict_post(request: Request) -> Response:
     if body.examples is not None:
         check_batch(request, body.examples)
         X = [e["features"] for e in body.examples]
+        check_values(request, X)
         results = await reg.predict(body.model, X, min_seq=body.min_seq, many=True)
         return json_response({"results": results})
+    check_values(request, [body.features], "features")
     (result,) = await reg.predict(body.model, [body.features], min_seq=body.min_seq)
     return json_response(result)
