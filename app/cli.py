@@ -14,9 +14,12 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
+import click
 import typer
+import typer.core
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -41,8 +44,22 @@ from app.replay import (
     write_outcomes,
 )
 
+
+class _WholeHelpGroup(typer.core.TyperGroup):
+    """Lists each command with the whole first sentence of its help, wrapped (click cuts it at
+    the terminal's width, or 80 columns, with "...")."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, cmd.get_short_help_str(limit=1 << 20)) for name in self.list_commands(ctx)
+                if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]  # fmt: skip
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
 app = typer.Typer(
     name="chorus",
+    cls=_WholeHelpGroup,
     help="Chorus: streaming online bagging and boosting as a predict-then-learn service.",
     no_args_is_help=True,
     add_completion=False,
@@ -50,7 +67,10 @@ app = typer.Typer(
     rich_markup_mode=None,  # plain help: wraps at any width instead of truncating defaults
 )
 models_app = typer.Typer(
-    help="Create, list, show and delete models.", no_args_is_help=True, rich_markup_mode=None
+    cls=_WholeHelpGroup,
+    help="Create, list, show and delete models.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 app.add_typer(models_app, name="models")
 
@@ -95,6 +115,13 @@ def fail(message: str, code: int = 1) -> NoReturn:
     """Print ``error: message`` on one line of stderr and exit with ``code``."""
     err.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
     raise typer.Exit(code)
+
+
+def _print_table(table: Table) -> None:
+    """Print ``table`` at its natural width, past the terminal's if need be (a terminal wraps
+    the long line): rich would cut model names and specs with "…" to fit."""
+    width = Measurement.get(out, out.options.update_width(1 << 20), table).maximum
+    Console(width=max(out.width, width), highlight=False, soft_wrap=True, markup=False).print(table)
 
 
 def _client(server: str, api_key: str | None) -> ChorusClient:
@@ -251,7 +278,7 @@ def models_list(
             _fmt(m.metrics.accuracy),
             _fmt(m.metrics.kappa),
         )
-    out.print(table if models else "no models")
+    _print_table(table) if models else out.print("no models")
 
 
 @models_app.command("show")
@@ -276,12 +303,12 @@ def models_show(
     table.add_row("kappa", _fmt(m.metrics.kappa))
     table.add_row("window accuracy", _fmt(m.metrics.window_accuracy))
     table.add_row("scored", _fmt(m.metrics.n_scored))
-    out.print(table)
+    _print_table(table)
     if m.members:
         members = Table(*m.members[0].keys(), title="members", box=None)
         for row in m.members:
             members.add_row(*(_fmt(v) for v in row.values()))
-        out.print(members)
+        _print_table(members)
 
 
 @models_app.command("delete")

@@ -58,17 +58,21 @@ def parse_spec(text: str, *, seed: int | None = None) -> dict[str, Any]:
         E.g. ``"bagging:hoeffding_tree:10"``, ``"boosting:naive_bayes:5:7"``,
         ``"single:hoeffding_tree"``.
     seed
-        Overrides the seed given in ``text`` (default 1).
+        Overrides the seed given in ``text``. With neither, the spec has no ``"seed"``: the
+        server's default applies, which is the engine's (0), as for the Python client and a
+        ``POST /models`` without one.
 
     Returns
     -------
     dict
-        ``{"ensemble", "learner", "n_models", "seed", "params"}``.
+        ``{"ensemble", "learner", "n_models", "params"}`` and ``"seed"`` when one is given.
 
     Examples
     --------
     >>> parse_spec("boosting:naive_bayes:5:7")
-    {'ensemble': 'boosting', 'learner': 'naive_bayes', 'n_models': 5, 'seed': 7, 'params': {}}
+    {'ensemble': 'boosting', 'learner': 'naive_bayes', 'n_models': 5, 'params': {}, 'seed': 7}
+    >>> parse_spec("bagging:hoeffding_tree")
+    {'ensemble': 'bagging', 'learner': 'hoeffding_tree', 'n_models': 10, 'params': {}}
     """
     parts = text.split(":")
     if parts and parts[0] == "single" and len(parts) >= 2 and parts[1] == "river":
@@ -87,18 +91,16 @@ def parse_spec(text: str, *, seed: int | None = None) -> dict[str, Any]:
         )
     try:
         n_models = int(parts[2]) if len(parts) > 2 else (1 if ensemble == "single" else 10)
-        spec_seed = int(parts[3]) if len(parts) > 3 else 1
+        spec_seed = int(parts[3]) if len(parts) > 3 else None
     except ValueError:
         raise ReplayError(f"bad model spec {text!r}: n_models and seed must be integers") from None
     if n_models < 1:
         raise ReplayError(f"bad model spec {text!r}: n_models must be >= 1")
-    return {
-        "ensemble": ensemble,
-        "learner": learner,
-        "n_models": n_models,
-        "seed": spec_seed if seed is None else seed,
-        "params": {},
-    }
+    spec: dict[str, Any] = {"ensemble": ensemble, "learner": learner, "n_models": n_models,
+                            "params": {}}  # fmt: skip
+    if seed is not None or spec_seed is not None:
+        spec["seed"] = spec_seed if seed is None else seed
+    return spec
 
 
 def row_id(sha1: str, row: int) -> str:
@@ -217,7 +219,7 @@ class LocalTarget:
             self.model.threads = threads
         except ValueError as exc:
             raise ReplayError(f"bad model spec: {exc}") from None
-        self.spec = spec
+        self.spec = {**spec, "seed": self.model.spec()["seed"]}  # (the engine's default if none)
         self.description = "local"
 
     def prepare(self, info: FileInfo) -> None:
@@ -443,7 +445,7 @@ def run_replay(
     columns
         Column names of a CSV file without a header row.
     spec
-        Model spec (see :func:`parse_spec`); default ``bagging:hoeffding_tree:10`` seed 1. With a
+        Model spec (see :func:`parse_spec`); default ``bagging:hoeffding_tree:10``, seed 0. With a
         server, ``None`` means "use the existing model, or create the default one".
     client
         A :class:`app.client.ChorusClient`; ``None`` replays locally.

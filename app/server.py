@@ -88,6 +88,8 @@ def serve(
     workers: int = 1,
     log_level: str = "info",
     access_log: bool = False,
+    *,
+    fd: int | None = None,
 ) -> None:
     """Run the HTTP service until interrupted (SIGINT/SIGTERM snapshot every model first).
 
@@ -102,11 +104,15 @@ def serve(
         Log level of uvicorn and the service.
     access_log
         Log every request (off by default: it costs throughput).
+    fd
+        Serve the listening socket of this inherited file descriptor instead of binding
+        ``host:port`` (a launcher that bound the port itself, as the calendar example's does).
     """
     if workers > 1:  # the workers share the store: each reads the others' log entries first
         os.environ.setdefault("CHORUS_SHARED_STORE", "true")
+    more = {} if fd is None else {"fd": fd}
     config = server_config(
-        host=host, port=port, workers=workers, log_level=log_level, access_log=access_log
+        host=host, port=port, workers=workers, log_level=log_level, access_log=access_log, **more
     )
     server = uvicorn.Server(config)
     try:
@@ -121,16 +127,17 @@ def serve(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m app.server [--host H] [--port P] [--workers N] [--log-level L] [--access-log]``
-    (what ``app.testing.ChorusServer`` runs)."""
+    """``python -m app.server [--host H] [--port P] [--fd N] [--workers N] [--log-level L]
+    [--access-log]`` (what ``app.testing.ChorusServer`` runs)."""
     p = argparse.ArgumentParser(prog="python -m app.server", description=serve.__doc__)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--fd", type=int, default=None, help="serve this inherited listening socket")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--log-level", default="info")
     p.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=False)
     args = p.parse_args(argv)
-    serve(args.host, args.port, args.workers, args.log_level, args.access_log)
+    serve(args.host, args.port, args.workers, args.log_level, args.access_log, fd=args.fd)
 
 
 if __name__ == "__main__":

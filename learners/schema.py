@@ -131,6 +131,10 @@ class Schema:
         self.class_index: dict[Any, int] = {}
         self.declared: dict[str, str] = {}
         self._fast: dict[str, tuple[int, int]] = {}  # name -> (0 numeric | 1 categorical, index)
+        # code_attr as int64: the first len(code_attr) entries of a buffer that doubles when
+        # full (a new value per example costs O(1), not a copy of every code), and the view of
+        # them that code_attr_array hands out (None once a code is added or rolled back)
+        self._code_attr_buf = np.empty(16, np.int64)
         self._code_attr_arr: np.ndarray | None = None
         self._max_values = 0
         self._other: dict[int, int] = {}  # categorical feature -> its "other" code
@@ -316,10 +320,11 @@ class Schema:
 
     @property
     def code_attr_array(self) -> np.ndarray:
-        """``code_attr`` as an int64 array (cached until a code is added)."""
+        """``code_attr`` as an int64 array: a view of the schema's buffer, valid until a code is
+        added or rolled back (callers take it for one call)."""
         arr = self._code_attr_arr
-        if arr is None or arr.shape[0] != len(self.code_attr):
-            arr = self._code_attr_arr = np.asarray(self.code_attr, dtype=np.int64)
+        if arr is None:
+            arr = self._code_attr_arr = self._code_attr_buf[: len(self.code_attr)]
         return arr
 
     def _new_code(self, a: int, value: str) -> int:
@@ -343,6 +348,11 @@ class Schema:
     def _add_code(self, a: int, value: str) -> int:
         code = len(self.code_attr)
         self._max_values = max(self._max_values, self._n_values(a) + 1)
+        buf = self._code_attr_buf
+        if code == buf.shape[0]:  # full: double it (amortised O(1) per code)
+            buf = self._code_attr_buf = np.concatenate((buf, np.empty_like(buf)))
+        buf[code] = a
+        self._code_attr_arr = None
         self.code_attr.append(a)
         self.code_value.append(value)
         return code

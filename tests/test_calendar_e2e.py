@@ -707,8 +707,22 @@ def test_backend_profiles_validation_simulation_and_reset(
     assert len(lines.splitlines()) == 60
 
 
+def _logged_url(log: Path, what: str, proc: subprocess.Popen, timeout: float = 120.0) -> str:
+    """The URL the launcher says ``what`` (a log line's words) is on."""
+    pattern = re.compile(re.escape(what) + r" on (http://127\.0\.0\.1:\d+)")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = pattern.search(log.read_text(errors="replace"))
+        if found:
+            return found.group(1)
+        if proc.poll() is not None:
+            pytest.fail(f"{proc.args} exited with {proc.returncode}:\n{tail(log)}")
+        time.sleep(0.2)
+    pytest.fail(f"no {what!r} line after {timeout:.0f} s:\n{tail(log)}")
+
+
 def test_one_command_starts_chorus_and_the_assistant_and_stops_both(tmp_path: Path) -> None:
-    port, chorus_port = free_port(), free_port()
+    """Port 0 for both: the launcher picks free ports and says which (issue 43)."""
     log = tmp_path / "launcher.log"
     cmd = [
         sys.executable,
@@ -717,19 +731,21 @@ def test_one_command_starts_chorus_and_the_assistant_and_stops_both(tmp_path: Pa
         "--data-dir",
         str(tmp_path / "calendar-data"),
         "--port",
-        str(port),
+        "0",
         "--chorus-port",
-        str(chorus_port),
+        "0",
     ]
     with log.open("wb") as out:
         proc = subprocess.Popen(
             cmd, cwd=REPO_ROOT, env=child_env(), stdout=out, stderr=subprocess.STDOUT
         )
     try:
-        wait_http(f"http://127.0.0.1:{port}/api/config", proc, log)
-        page = httpx.get(f"http://127.0.0.1:{port}/", timeout=10)
+        chorus_url = _logged_url(log, "starting Chorus", proc)
+        url = _logged_url(log, "calendar assistant", proc)
+        wait_http(f"{url}/api/config", proc, log)
+        page = httpx.get(f"{url}/", timeout=10)
         assert page.status_code == 200 and "Calendar assistant" in page.text
-        models = httpx.get(f"http://127.0.0.1:{chorus_port}/models", timeout=10).json()["models"]
+        models = httpx.get(f"{chorus_url}/models", timeout=10).json()["models"]
         assert sorted(m["name"] for m in models) == sorted(
             f"calendar.{user}.{t}" for user in ("demo", "me") for t in TARGETS
         )
@@ -738,7 +754,51 @@ def test_one_command_starts_chorus_and_the_assistant_and_stops_both(tmp_path: Pa
         proc.terminate()
         proc.wait(timeout=30)
     with pytest.raises(httpx.TransportError):  # Chorus went down with the launcher
-        httpx.get(f"http://127.0.0.1:{chorus_port}/healthz", timeout=2)
+        httpx.get(f"{chorus_url}/healthz", timeout=2)
+
+
+def test_the_launcher_never_attaches_to_a_server_on_its_chorus_port(tmp_path: Path) -> None:
+    """Another server (the README's `chorus serve`) holds the Chorus port: the launcher stops,
+    naming the port and --chorus-url, and sends that server nothing (issue 43: it went on and
+    created its models in the other server's store)."""
+    import http.server
+    import threading
+
+    seen: list[str] = []
+
+    class Ready(http.server.BaseHTTPRequestHandler):  # answers everything, like a ready Chorus
+        def _answer(self) -> None:
+            seen.append(f"{self.command} {self.path}")
+            body = b'{"status": "ready", "models": []}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PUT = _answer
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ready)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    taken = other.server_address[1]
+    cmd = [sys.executable, "-m", "examples.calendar_assistant", "--chorus-port", str(taken),
+           "--port", str(free_port()), "--data-dir", str(tmp_path / "data")]  # fmt: skip
+    try:
+        proc = subprocess.run(
+            cmd, cwd=REPO_ROOT, env=child_env(), capture_output=True, text=True, timeout=120
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the launcher ran on with another server on :{taken} ({seen[:5]}): {exc}")
+    finally:
+        other.shutdown()
+        other.server_close()
+    assert proc.returncode != 0
+    assert f"cannot start Chorus on 127.0.0.1:{taken}: Address already in use" in proc.stderr
+    assert f"--chorus-url http://127.0.0.1:{taken}" in proc.stderr
+    assert seen == []
 
 
 # --------------------------------------------------------------------------- deployment (structure)

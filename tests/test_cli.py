@@ -106,6 +106,25 @@ def test_help_fits_80_columns_untruncated(command, monkeypatch):
         assert "bagging:hoeffding_tree:10" in text and "default: 100" in text
 
 
+@pytest.mark.parametrize("columns", ["80", "200"])
+@pytest.mark.parametrize("group", [[], ["models"]], ids=["chorus", "models"])
+def test_help_lists_every_command_with_its_whole_first_sentence(group, columns, monkeypatch):
+    """click cut every command's description at the width (80 columns at most) with "..."
+    (issue 43); docs/cli.md promises nothing truncated."""
+    monkeypatch.setenv("COLUMNS", columns)
+    text = run(*group, "--help").stdout
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    listing = text.split("Commands:")[1]  # (the usage line has its own "[ARGS]...")
+    assert "..." not in listing and "\u2026" not in listing, listing
+    flat = " ".join(listing.split())
+    command = typer.main.get_command(app)
+    for name in group:
+        command = command.commands[name]
+    for name, sub in command.commands.items():
+        first = sub.get_short_help_str(limit=1 << 20)
+        assert first.endswith(".") and f"{name} {first}" in flat, (name, first)
+
+
 def test_plot_y_axis_fitted_to_the_data():
     from app.replay import fitted_ylim
 
@@ -326,3 +345,38 @@ def test_label_json_keeps_the_label_type(server):
     assert shown["classes"] == [1, 2]
     bad = run("learn", "typed", "{oops", "--label-json", "--server", server, ok=False)
     assert bad.exit_code == 2 and "not valid JSON" in bad.stderr
+
+
+def test_models_list_and_show_never_cut_a_name(server, monkeypatch):
+    """At 80 columns the table cut names with "…" (``calendar.demo.day_of…``, issue 43)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    name = "calendar.demo.day_of_week.a_name_long_enough_to_pass_80_col"  # (64 at most)
+    run("models", "create", name, "--spec", "bagging:naive_bayes:2", "--server", server)
+    listed = run("models", "list", "--server", server).stdout
+    assert name in listed and "bagging:naive_bayes:2 seed" in listed and "\u2026" not in listed
+    assert name in run("models", "show", name, "--server", server).stdout
+
+
+def test_one_seed_default_everywhere(server, csv_file):
+    """A model created without a seed gets the server's default seed whoever creates it: the
+    Python client, a plain POST /models, ``chorus models create``, ``chorus replay`` (server or
+    local). Before issue 43 the CLI's specs said seed 1 and everything else 0."""
+    import httpx
+
+    from app.client import ChorusClient
+
+    run("models", "create", "s_cli", "--spec", "bagging:naive_bayes:2", "--server", server)
+    with ChorusClient(server) as client:
+        client.create_model("s_py", ensemble="bagging", learner="naive_bayes", n_models=2)
+    body = {"name": "s_http", "ensemble": "bagging", "learner": "naive_bayes", "n_models": 2}
+    assert httpx.post(f"{server}/models", json=body).status_code == 201
+    run("replay", csv_file, "--server", server, "--model", "s_replay", "--limit", "5")
+    seeds = {
+        name: json.loads(run("models", "show", name, "--json", "--server", server).stdout)["spec"][
+            "seed"
+        ]
+        for name in ("s_cli", "s_py", "s_http", "s_replay")
+    }
+    local = json.loads(run("replay", csv_file, "--local", "--limit", "5", "--json").stdout)
+    seeds["local replay"] = local["spec"]["seed"]
+    assert set(seeds.values()) == {0}, seeds

@@ -7,7 +7,8 @@ How a block is read:
 * ``bash`` blocks run command by command (``\\`` continuations joined) in one temporary working
   directory, with ``localhost:8000`` / ``127.0.0.1:8000`` pointed at the test server and ``chorus``
   being this checkout's CLI. A comment line holding JSON (``# {...}``) is the sample output of the
-  command before it; ``<id from /predict>`` is the last ``prediction_id`` printed.
+  command before it. The commands run as written, nothing pasted in: a shell variable a command
+  assigns (``id=$(...)``) is kept for the commands after it, as in one terminal.
 * A plain fenced block right after a ``bash`` block is the sample output of its last command (the
   replay report: the same first line, same row names, numbers where the sample has numbers).
 * ``python`` blocks run in one namespace each; a trailing ``# ...`` comment after a ``print`` is its
@@ -39,6 +40,7 @@ from app.testing import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+ASSIGNMENT = re.compile(r"^([A-Za-z_]\w*)=", re.M)  # a shell variable a command assigns
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\s*$", re.S | re.M)
 
 
@@ -151,7 +153,7 @@ def test_readme_blocks_run_as_written(server, tmp_path):
     env.pop("CHORUS_URL", None)
     shell_prelude = f'chorus() {{ {shlex.quote(sys.executable)} -m app.cli "$@"; }}\n'
     last_output = ""
-    last_pid = None
+    kept = shlex.quote(str(work / ".readme-variables"))  # variables assigned so far (declare -p)
     ran = {"bash": 0, "python": 0, "sample": 0}
     previous = ""
     for lang, body in blocks(text):
@@ -162,10 +164,12 @@ def test_readme_blocks_run_as_written(server, tmp_path):
             continue  # the set-up commands: this test's fixture does the same
         if lang == "bash":
             for cmd, samples in commands(body):
-                if last_pid:
-                    cmd = cmd.replace("<id from /predict>", last_pid)
+                assigned = ASSIGNMENT.findall(cmd)
+                script = (f"{shell_prelude}[ -f {kept} ] && . {kept}\n{cmd}\nstatus=$?\n"
+                          + "".join(f"declare -p {v} >> {kept}\n" for v in assigned)
+                          + "exit $status\n")  # fmt: skip
                 res = subprocess.run(
-                    ["bash", "-c", shell_prelude + cmd],
+                    ["bash", "-c", script],
                     cwd=work,
                     env=env,
                     capture_output=True,
@@ -176,8 +180,6 @@ def test_readme_blocks_run_as_written(server, tmp_path):
                 last_output = res.stdout
                 with contextlib.suppress(ValueError):
                     answer = json.loads(res.stdout)
-                    if isinstance(answer, dict) and answer.get("prediction_id"):
-                        last_pid = answer["prediction_id"]
                     if "curl" in cmd and res.stdout.strip():
                         assert "detail" not in answer, f"{cmd}: {answer}"
                 for sample in samples:

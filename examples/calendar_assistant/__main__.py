@@ -3,9 +3,15 @@
     python -m examples.calendar_assistant [--data-dir ./calendar-data] [--port 8080]
 
 starts Chorus (``python -m app.server``, as ``chorus serve`` runs it) as a child process with
-``CHORUS_DATA_DIR=<data-dir>/chorus`` on ``--chorus-port``, waits until it is ready, then serves the assistant on ``--port``. Stopping the
-assistant (Ctrl-C) stops Chorus too; its state stays in the data dir for next time.
-With ``--chorus-url`` the assistant uses an already running Chorus and starts none.
+``CHORUS_DATA_DIR=<data-dir>/chorus`` on ``--chorus-port``, waits until it is ready, then serves
+the assistant on ``--port``. Stopping the assistant (Ctrl-C) stops Chorus too; its state stays in
+the data dir for next time. With ``--chorus-url`` the assistant uses an already running Chorus and
+starts none.
+
+The launcher binds both ports itself before starting anything, and hands Chorus its listening
+socket (``--fd``): a port that is taken (say by a ``chorus serve`` on 8000) stops it with a
+message naming the port, never an attachment to a server it did not start. Port 0 picks a free
+port, and the launcher says which.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import ctypes
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -42,12 +49,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="assistant history + Chorus store (default: %(default)s)",
     )
     p.add_argument("--host", default="127.0.0.1", help="assistant host (default: %(default)s)")
-    p.add_argument("--port", type=int, default=8080, help="assistant port (default: %(default)s)")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=8080,
+        help="assistant port, 0 for a free one (default: %(default)s)",
+    )
     p.add_argument(
         "--chorus-port",
         type=int,
         default=8000,
-        help="port of the Chorus server started here (default: %(default)s)",
+        help="port of the Chorus server started here, 0 for a free one (default: %(default)s)",
     )
     p.add_argument(
         "--chorus-url", default=None, help="use this running Chorus instead of starting one"
@@ -69,8 +81,24 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
         pass
 
 
-def start_chorus(port: int, data_dir: Path) -> subprocess.Popen[bytes]:
-    """Run the Chorus service on the embedded store in ``data_dir`` as a child process."""
+def listen(host: str, port: int, what: str, hint: str) -> socket.socket:
+    """A socket listening on ``host:port`` (0: a free port), or ``SystemExit`` naming the port
+    when it is taken (``hint``: what to do instead)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (as uvicorn binds)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise SystemExit(f"cannot start {what} on {host}:{port}: {exc.strerror} (another server "
+                         f"on that port?); {hint}") from None  # fmt: skip
+    sock.listen(2048)
+    return sock
+
+
+def start_chorus(sock: socket.socket, data_dir: Path) -> subprocess.Popen[bytes]:
+    """Run the Chorus service on the embedded store in ``data_dir`` as a child process serving
+    the listening socket ``sock`` (so it serves on the port checked free, or on none)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env["CHORUS_DATA_DIR"] = str(data_dir.resolve())
@@ -80,15 +108,15 @@ def start_chorus(port: int, data_dir: Path) -> subprocess.Popen[bytes]:
         sys.executable,
         "-m",
         "app.server",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
+        "--fd",
+        str(sock.fileno()),
         "--log-level",
         "warning",
     ]
     preexec = _die_with_parent if sys.platform.startswith("linux") else None
-    return subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, preexec_fn=preexec)
+    return subprocess.Popen(
+        cmd, env=env, cwd=REPO_ROOT, preexec_fn=preexec, pass_fds=(sock.fileno(),)
+    )
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes] | None, timeout: float = 120.0) -> None:
@@ -118,10 +146,14 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     chorus: subprocess.Popen[bytes] | None = None
     chorus_url = args.chorus_url
+    site = listen(args.host, args.port, "the assistant", "pass --port N (0: a free port)")
     if chorus_url is None:
-        chorus_url = f"http://127.0.0.1:{args.chorus_port}"
-        log.info("starting Chorus on %s (store: %s)", chorus_url, args.data_dir / "chorus")
-        chorus = start_chorus(args.chorus_port, args.data_dir / "chorus")
+        url = f"http://127.0.0.1:{args.chorus_port}"
+        with listen("127.0.0.1", args.chorus_port, "Chorus", "pass --chorus-port N (0: a free "
+                    f"port), or --chorus-url {url} to use the server there") as sock:  # fmt: skip
+            chorus_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+            log.info("starting Chorus on %s (store: %s)", chorus_url, args.data_dir / "chorus")
+            chorus = start_chorus(sock, args.data_dir / "chorus")
     try:
         wait_ready(chorus_url, chorus)
         settings = AssistantSettings(
@@ -135,9 +167,10 @@ def main(argv: list[str] | None = None) -> int:
             delta=args.delta,
             api_key=os.environ.get("CHORUS_API_KEY") or None,
         )
-        log.info("calendar assistant on http://%s:%d", args.host, args.port)
-        uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="warning")
+        log.info("calendar assistant on http://%s:%d", args.host, site.getsockname()[1])
+        uvicorn.run(create_app(settings), fd=site.fileno(), log_level="warning")
     finally:
+        site.close()
         if chorus is not None and chorus.poll() is None:
             chorus.terminate()
             try:
