@@ -15,6 +15,12 @@ we check that
 * after a ``kill -9`` and restart of the Chorus process the page suggests exactly the same values,
   with the same confidences (the state survived).
 
+The page's clock is set by the test, so nothing depends on the day it runs. Three shorter browser
+tests (one Chorus, assistant and browser between them) check where a suggestion goes and how a
+crowded slot looks (issue 43): a taken slot is not suggested but the next free one, with a
+warning; no day or time that has passed is suggested; six meetings in one slot sit side by side,
+each wide enough for its whole title.
+
 The browser test needs Debian's ``chromium`` + ``chromium-driver`` and pip ``selenium``; it is
 skipped, saying so, only when those are missing. The tests after it need no browser: the backend
 against a live Chorus (profiles, validation, simulation into demo only, reset), the one-command
@@ -23,8 +29,10 @@ launcher, the form's features and the simulated user's drift.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import importlib
+import itertools
 import json
 import os
 import re
@@ -188,20 +196,21 @@ def chorus_on_each_store(request, tmp_path: Path) -> Iterator[Chorus]:
     server.stop()
 
 
-@pytest.fixture
-def assistant(chorus: Chorus, tmp_path: Path) -> Iterator[str]:
+@contextlib.contextmanager
+def running_assistant(chorus_url: str, workdir: Path) -> Iterator[str]:
+    """The assistant (``python -m examples.calendar_assistant``) on Chorus at ``chorus_url``."""
     port = free_port()
-    log = tmp_path / "assistant.log"
+    log = workdir / "assistant.log"
     cmd = [
         sys.executable,
         "-m",
         "examples.calendar_assistant",
         "--chorus-url",
-        chorus.url,
+        chorus_url,
         "--port",
         str(port),
         "--data-dir",
-        str(tmp_path / "assistant-data"),
+        str(workdir / "assistant-data"),
         "--model-prefix",
         PREFIX,
     ]
@@ -220,6 +229,12 @@ def assistant(chorus: Chorus, tmp_path: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def assistant(chorus: Chorus, tmp_path: Path) -> Iterator[str]:
+    with running_assistant(chorus.url, tmp_path) as url:
+        yield url
 
 
 def headless_chromium(profile: Path, *extra_args: str) -> Iterator[object]:
@@ -258,18 +273,43 @@ def browser(tmp_path: Path) -> Iterator[object]:
 
 
 # --------------------------------------------------------------------------- the page, driven
-class Page:
-    """The page as a person uses it; waits on counters the page keeps in ``body.dataset``."""
+#: The page's clock starts here (a Monday before the day's first slot): the person's weeks, and
+#: what is past or free in them, do not depend on the day the test runs.
+MONDAY_MORNING = dt.datetime(2026, 11, 23, 6, 0)
 
-    def __init__(self, driver, url: str) -> None:
+#: Run before the page's own script: its ``Date`` starts at the given local time and runs on.
+CLOCK = """(() => {
+  const Real = Date, shift = new Real(%d, %d, %d, %d, %d).getTime() - Real.now();
+  class Clock extends Real {
+    constructor(...args) { if (args.length) super(...args); else super(Real.now() + shift); }
+    static now() { return Real.now() + shift; }
+  }
+  window.Date = Clock;
+})();"""
+
+
+class Page:
+    """The page as a person uses it; waits on counters the page keeps in ``body.dataset``.
+
+    ``now`` sets the page's clock (the person's local time) for this load.
+    """
+
+    def __init__(self, driver, url: str, *, now: dt.datetime = MONDAY_MORNING) -> None:
         from selenium.webdriver.common.by import By
         from selenium.webdriver.support.ui import Select, WebDriverWait
 
         self.d, self.By, self.Select = driver, By, Select
         self.wait = WebDriverWait(driver, 60, poll_frequency=0.05)  # a bound, not a timing
         self.used_suggestion_links = 0
-        driver.get(url)
+        clock = CLOCK % (now.year, now.month - 1, now.day, now.hour, now.minute)
+        added = driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": clock})
+        try:
+            driver.get(url)
+        finally:
+            driver.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", added)
         self.wait.until(lambda d: self.body("ready") == "1")
+        clock = "const n = new Date(); return [n.getFullYear(), n.getMonth() + 1, n.getDate()];"
+        assert self.d.execute_script(clock) == [now.year, now.month, now.day]
 
     def body(self, key: str) -> str:
         return self.d.execute_script("return document.body.dataset[arguments[0]];", key)
@@ -303,6 +343,8 @@ class Page:
         self.wait_settled()
 
     def switch_to(self, user: str) -> None:
+        if self.body("user") == user:  # the page opened on it
+            return self.wait_settled()
         before = self.count("weeks")
         self.Select(self.el("user")).select_by_value(user)
         self.wait.until(lambda d: self.body("user") == user and self.count("weeks") > before)
@@ -403,7 +445,7 @@ def n_seen(chorus: Chorus, user: str) -> dict[str, int]:
 def test_a_person_schedules_a_week_of_meetings_and_the_assistant_learns_their_habits(
     chorus: Chorus, assistant: str, browser, tmp_path: Path
 ) -> None:
-    page = Page(browser, assistant)
+    page = Page(browser, assistant)  # on MONDAY_MORNING: no day of the first week has passed
     page.add_profile("ann")  # a new profile: its four models are created empty
     assert n_seen(chorus, "ann") == {t: 0 for t in TARGETS}
 
@@ -532,6 +574,183 @@ def test_a_person_schedules_a_week_of_meetings_and_the_assistant_learns_their_ha
         )
 
 
+# --------------------------------------------------------------------------- slots, in the browser
+# One Chorus, one assistant and one browser for the three tests below, each on its own profile;
+# the page's clock is a Wednesday afternoon of the week they look at.
+WEDNESDAY_AFTERNOON = dt.datetime(2026, 11, 25, 14, 0)
+THIS_WEEK = dt.date(2026, 11, 23)  # its Monday
+
+
+@pytest.fixture(scope="module")
+def slot_stack(tmp_path_factory) -> Iterator[tuple[str, object]]:
+    if not (CHROMIUM and CHROMEDRIVER and HAVE_SELENIUM):
+        pytest.skip("needs chromium, chromedriver and selenium (see the browser test)")
+    workdir = tmp_path_factory.mktemp("calendar-slots")
+    server = Chorus(workdir / "chorus-data", workdir)
+    server.start()
+    try:
+        with running_assistant(server.url, workdir) as url:
+            browsers = headless_chromium(workdir / "chromium-profile")
+            try:
+                yield url, next(browsers)
+            finally:
+                browsers.close()  # quits the browser
+    finally:
+        server.stop()
+
+
+def seed(url: str, user: str, meetings: list[tuple[dict, str, str, int]]) -> None:
+    """A new profile ``user`` with meetings saved through the API: (details, date, start, minutes)."""
+    assert httpx.post(f"{url}/api/users", json={"id": user}, timeout=30).status_code == 201
+    for k, (details, date, start, duration) in enumerate(meetings):
+        choice = {"date": date, "start_time": start, "duration": duration, "location": "office"}
+        body = {"details": details, "choice": choice, "meeting_id": f"{user}-seed-{k:04d}"}
+        answer = httpx.post(f"{url}/api/users/{user}/meetings", json=body, timeout=30)
+        assert answer.status_code == 200, answer.text
+
+
+def meetings_of(url: str, user: str, start: dt.date, days: int = 14) -> list[dict]:
+    params = {"start": start.isoformat(), "days": days}
+    return httpx.get(f"{url}/api/users/{user}/meetings", params=params, timeout=10).json()[
+        "meetings"
+    ]
+
+
+def ask(page: Page, meeting: dict) -> tuple[dict, dict[str, str]]:
+    """New meeting, described and suggested: (the models' values, the values in the fields)."""
+    page.new_meeting(meeting)
+    suggested = page.suggest()
+    fields = {t: page.current(t) for t in TARGETS}
+    fields["date"] = page.el("v-day_of_week").get_attribute("value")
+    return {t: suggested[t][0] for t in TARGETS}, fields
+
+
+def clock(hhmm: str) -> int:
+    return 60 * int(hhmm[:2]) + int(hhmm[3:])
+
+
+SYNC = {**FIXED_MEETING, "title": "Sync with Ann", "event_type": "meeting", "attendees": "ann"}
+SYNC.update(group="ai-group", department="cs", position="grad-student", lunchtime=False)
+TALK = {**FIXED_MEETING, "title": "Visitor talk", "event_type": "seminar"}
+
+
+@needs_browser
+def test_a_taken_slot_is_not_suggested_the_next_free_one_is_with_a_warning(slot_stack) -> None:
+    """Issue 43: the assistant suggested a slot already taken, without a word."""
+    url, browser = slot_stack
+    thursday = (THIS_WEEK + dt.timedelta(days=3)).isoformat()
+    plain = {k: v for k, v in SYNC.items() if k != "title"}
+    talk = {k: v for k, v in TALK.items() if k != "title"}
+    seed(url, "busy", [({**plain, "title": "Sync with Ann"}, thursday, "10:00", 30)] * 3
+         + [({**talk, "title": "Visitor talk"}, thursday, "10:30", 60)])  # fmt: skip
+    page = Page(browser, url, now=WEDNESDAY_AFTERNOON)
+    page.switch_to("busy")
+    models, fields = ask(page, SYNC)
+    # what the models learned: Thursday 10:00, 30 min -- a slot the three syncs already take
+    assert (models["day_of_week"], models["start_time"], models["duration"]) == (
+        "thu",
+        "10:00",
+        "30",
+    )
+    # the fields hold the next free slot: after the syncs (10:30) and the talk (11:30)
+    assert (fields["date"], fields["start_time"]) == (thursday, "11:30"), fields
+    start, end = clock(fields["start_time"]), clock(fields["start_time"]) + int(fields["duration"])
+    for m in meetings_of(url, "busy", THIS_WEEK):
+        if m["date"] == fields["date"]:
+            taken = clock(m["final"]["start_time"])
+            assert end <= taken or taken + int(m["final"]["duration"]) <= start, (fields, m)
+    # ... and a visible warning says which slot the models wanted and what takes it
+    note = page.el("slot-note")
+    assert note.is_displayed(), "no double-booking warning"
+    for words in ("Thu 26 Nov 10:00", "taken", "Sync with Ann", "10:00–10:30", "11:30"):
+        assert words in note.text, (words, note.text)
+    # the person may still double-book, knowingly: "use 10:00 anyway"
+    use = browser.find_element(page.By.CSS_SELECTOR, "#h-start_time button.link")
+    assert use.text == "use 10:00 anyway"
+    use.click()
+    assert page.current("start_time") == "10:00"
+    page.el("cancel").click()
+
+
+@needs_browser
+def test_no_day_or_time_that_has_passed_is_suggested(slot_stack) -> None:
+    """Issue 43: on a Wednesday it suggested Monday of the same week."""
+    url, browser = slot_stack
+    last_week = THIS_WEEK - dt.timedelta(weeks=1)
+    klass = {**SYNC, "title": "Class with Gus", "event_type": "class", "group": "theory-group",
+             "attendees": "gus", "department": "math"}  # fmt: skip
+    review = {**TALK, "title": "Review with Eli", "event_type": "review", "attendees": "eli"}
+    monday, wednesday = last_week.isoformat(), (last_week + dt.timedelta(days=2)).isoformat()
+    seed(url, "late", [(klass, monday, "09:00", 90), (review, wednesday, "10:00", 60)] * 3)
+    page = Page(browser, url, now=WEDNESDAY_AFTERNOON)  # Wednesday 25 Nov, 14:00
+    page.switch_to("late")
+    for meeting, day, start in ((klass, "mon", "09:00"), (review, "wed", "10:00")):
+        models, fields = ask(page, meeting)
+        assert (models["day_of_week"], models["start_time"]) == (day, start), models
+        when = dt.datetime.fromisoformat(f"{fields['date']}T{fields['start_time']}")
+        assert when >= WEDNESDAY_AFTERNOON, f"{meeting['title']}: suggested {when}, in the past"
+        # the learned weekday and time, a week later (Monday 23 Nov and 10:00 today have passed)
+        preferred = dt.datetime.fromisoformat(
+            f"{THIS_WEEK + dt.timedelta(DAYS.index(day))}T{start}"
+        )
+        assert when == preferred + dt.timedelta(weeks=1), (when, preferred)
+        assert fields["day_of_week"] == day
+        note = page.el("slot-note")
+        assert note.is_displayed() and "has passed" in note.text, note.text
+        page.el("cancel").click()
+    # the page greys the half hours gone by: Monday's all, Wednesday's up to 14:00
+    past = browser.execute_script(
+        "return [...document.querySelectorAll('#week .slot.past')].map("
+        "(s) => s.dataset.day + ' ' + s.dataset.time);"
+    )
+    assert (
+        "0 19:30" in past and "2 13:30" in past and "2 14:00" not in past and "3 07:00" not in past
+    )
+
+
+@needs_browser
+def test_six_meetings_in_one_slot_sit_side_by_side_readably(slot_stack) -> None:
+    """Issue 43: six meetings in one slot were drawn as slivers a few pixels wide."""
+    url, browser = slot_stack
+    tuesday = (THIS_WEEK + dt.timedelta(days=1)).isoformat()
+    names = ("ann", "bob", "carla", "dev", "eli", "fay")
+    seed(url, "crowd", [({**SYNC, "title": f"Sync with {n.capitalize()}", "attendees": n},
+                         tuesday, "10:00", 30) for n in names])  # fmt: skip
+    page = Page(browser, url, now=WEDNESDAY_AFTERNOON)
+    page.switch_to("crowd")
+    page.wait.until(lambda d: page.text("meeting-count") == f"{len(names)} meetings")
+    artifacts = os.environ.get("CALENDAR_E2E_ARTIFACTS")
+    if artifacts:
+        Path(artifacts).mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(Path(artifacts) / "overlap.png"))
+    boxes = browser.execute_script(
+        "const r = (n) => { const b = n.getBoundingClientRect();"
+        " return {x: b.left, y: b.top, w: b.width, h: b.height}; };"
+        "return {day: r(document.getElementById('day-1')),"
+        " head: r(document.getElementById('dayhead-1')),"
+        " events: [...document.querySelectorAll('#day-1 .event')].map((e) => {"
+        "  const b = e.getBoundingClientRect(), x = b.left + b.width / 2, y = b.top + b.height / 2;"
+        "  const hit = document.elementFromPoint(x, y);"
+        "  const t = e.querySelector('b'), tb = t.getBoundingClientRect();"
+        "  const whole = t.scrollWidth <= t.clientWidth + 1 && tb.bottom <= b.bottom + 1;"
+        "  return {...r(e), title: t.textContent, on_top: e.contains(hit), whole}; })};"
+    )
+    events = boxes["events"]
+    assert sorted(e["title"] for e in events) == sorted(
+        f"Sync with {n.capitalize()}" for n in names
+    )
+    for e in events:
+        assert e["w"] >= 55, f"{e['title']} is {e['w']:.0f} px wide: a sliver"  # 60 px lanes
+        assert e["on_top"], f"{e['title']} is covered"
+        assert e["whole"], f"{e['title']}: the title is cut"
+        assert (
+            boxes["day"]["x"] <= e["x"] and e["x"] + e["w"] <= boxes["day"]["x"] + boxes["day"]["w"]
+        )
+    for a, b in itertools.combinations(events, 2):  # side by side, not on top of each other
+        assert a["x"] + a["w"] <= b["x"] or b["x"] + b["w"] <= a["x"], (a, b)
+    assert abs(boxes["head"]["x"] - boxes["day"]["x"]) < 1  # the day's header stays above it
+
+
 # --------------------------------------------------------------------------- without a browser
 def _assistant_module(name: str):
     if str(REPO_ROOT) not in sys.path:
@@ -567,7 +786,7 @@ def test_form_features_are_the_synthetic_calendars_attributes() -> None:
 def test_the_examples_doctests_pass() -> None:
     import doctest
 
-    for name in ("meetings", "profiles", "server", "scripted"):
+    for name in ("meetings", "profiles", "server", "scripted", "slots"):
         result = doctest.testmod(_assistant_module(name))
         assert result.attempted > 0 and result.failed == 0, (name, result)
 
@@ -627,6 +846,26 @@ def test_backend_profiles_validation_simulation_and_reset(
         day = answer["suggestions"]["day_of_week"]
         assert day["value"] == "tue" and day["model_probability"] == pytest.approx(1.0)
         assert day["confidence"] == pytest.approx(1 / 3, abs=1e-3) and day["learned_from"] == 1
+        # ... where: Tuesday 9:00 of the week asked about has passed on its Wednesday, and a week
+        # later the slot is free (the slot is decided on the person's clock, sent by the page)
+        later = client.post(
+            "/api/users/bob/suggest",
+            json={"details": details, "week": "2026-11-26", "now": "2026-11-25T12:00"},
+        ).json()["slot"]
+        assert later == {
+            "date": "2026-12-01",
+            "start_time": "09:00",
+            "moved": True,
+            "preferred": {"date": "2026-11-24", "start_time": "09:00"},
+            "past": True,
+            "taken_by": [],
+            "free": True,
+        }
+        # on that Monday, the Tuesday 9:00-10:30 slot is the one bob saved: the next free is 10:30
+        monday_morning = {"details": details, "week": "2026-11-23", "now": "2026-11-23T08:00"}
+        taken = client.post("/api/users/bob/suggest", json=monday_morning).json()["slot"]
+        assert (taken["date"], taken["start_time"], taken["past"]) == ("2026-11-24", "10:30", False)
+        assert taken["taken_by"] == [{"title": "class", "start_time": "09:00", "end_time": "10:30"}]
         suggestions = {t: answer["suggestions"][t] for t in TARGETS}
         body = {"details": details, "choice": choice, "suggestions": suggestions}
         saved = client.post("/api/users/bob/meetings", json={**body, "meeting_id": "meeting-0001"})

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .meetings import TARGETS
+from .slots import Busy, minutes
 
 DEMO = "demo"
 PROFILE_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,23}$")
@@ -92,6 +93,14 @@ class Calendar:
         """Meetings dated ``first`` ... ``first + days - 1`` (what a week view shows)."""
         last = first + dt.timedelta(days=days - 1)
         return [r for r in self.records if first.isoformat() <= r["date"] <= last.isoformat()]
+
+    def busy(self, day: dt.date) -> list[Busy]:
+        """The time the meetings saved on ``day`` take (what a suggestion must not double-book)."""
+        out = []
+        for r in self.between(day, 1):
+            start = minutes(r["final"]["start_time"])
+            out.append(Busy(start, start + int(r["final"]["duration"]), r.get("title") or ""))
+        return out
 
     def find(self, meeting_id: str) -> dict[str, Any] | None:
         """The saved meeting with this id (a save's idempotency key), if any."""

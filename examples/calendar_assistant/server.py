@@ -9,7 +9,8 @@ Routes
 ``GET /api/config``                       fields, limits and pick lists the page builds itself from
 ``GET /api/users``, ``POST /api/users``   list / add profiles (adding one creates its four models)
 ``POST /api/users/{user}/suggest``        one prediction per target: value, honest confidence, the
-                                          number of meetings it rests on, ``prediction_id``
+                                          number of meetings it rests on, ``prediction_id``;
+                                          and the ``slot``: never past, never double-booked
 ``POST /api/users/{user}/meetings``       save: the chosen values go back as delayed labels
 ``GET /api/users/{user}/meetings``        the meetings of a week (``?start=YYYY-MM-DD&days=7``)
 ``GET /api/users/{user}/stats``           each model's accuracy (from Chorus) and the learning curve
@@ -37,9 +38,10 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field, field_validator
 
 from .chorus_api import ChorusAdapter, ChorusError, ChorusUnavailable, Prediction
-from .meetings import DAYS, TARGETS, Choice, Details, page_config
+from .meetings import DAYS, HHMM, LIMITS, TARGETS, Choice, Details, page_config
 from .profiles import DEMO, WINDOW, Calendar, Profiles
 from .simulate import simulated_meetings
+from .slots import place
 
 log = logging.getLogger("calendar_assistant")
 STATIC = Path(__file__).with_name("static")
@@ -181,6 +183,18 @@ class NewProfile(BaseModel):
 
 class SuggestRequest(BaseModel):
     details: Details
+    week: dt.date | None = Field(
+        None, description="a day of the week the person looks at (default: this week)"
+    )
+    now: dt.datetime | None = Field(
+        None, description="the person's local time, YYYY-MM-DDTHH:MM (default: the server's)"
+    )
+    duration: int | None = Field(
+        None,
+        ge=LIMITS["duration_min"],
+        le=LIMITS["duration_max"],
+        description="minutes the person set; default: the duration model's suggestion",
+    )
 
 
 class SuggestedField(BaseModel):
@@ -244,6 +258,27 @@ def _saved(record: dict[str, Any]) -> dict[str, Any]:
 def _week_date(day: str, today: dt.date, weeks_back: int) -> dt.date:
     monday = today - dt.timedelta(days=today.weekday()) - dt.timedelta(weeks=weeks_back)
     return monday + dt.timedelta(days=DAYS.index(day) if day in DAYS else 0)
+
+
+def _slot(
+    calendar: Calendar, body: SuggestRequest, suggestions: dict[str, dict[str, Any]]
+) -> dict[str, Any] | None:
+    """Where the suggested day and start put the meeting: never past, never double-booked
+    (``slots.place``); None while the day or start model has no suggestion."""
+    day, start = suggestions["day_of_week"]["value"], suggestions["start_time"]["value"]
+    time = HHMM.match(start) if isinstance(start, str) else None
+    if day not in DAYS or time is None:
+        return None
+    duration = body.duration
+    if duration is None:
+        value = str(suggestions["duration"]["value"])
+        duration = int(value) if value.isdigit() else 30
+    now = (body.now or dt.datetime.now()).replace(second=0, microsecond=0, tzinfo=None)
+    week = body.week or now.date()
+    monday = week - dt.timedelta(days=week.weekday())
+    date = monday + dt.timedelta(days=DAYS.index(day))
+    start = f"{int(time.group(1)):02d}:{time.group(2)}"
+    return place(date, start, duration, busy=calendar.busy, now=now).public()
 
 
 def create_app(settings: AssistantSettings | None = None) -> FastAPI:
@@ -381,7 +416,8 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
                 "prediction_id": answer.prediction_id,
                 "top": [[label, honest_confidence(p, n)] for label, p in top],
             }
-        return {"user": user, "features": features, "suggestions": suggestions}
+        slot = _slot(calendar, body, suggestions)
+        return {"user": user, "features": features, "suggestions": suggestions, "slot": slot}
 
     @app.post("/api/users/{user}/meetings")
     async def save(user: str, body: SaveRequest, request: Request) -> dict[str, Any]:

@@ -5,8 +5,9 @@
 
 const COLORS = { duration: "#2f6fdb", day_of_week: "#2d8a57", start_time: "#d9822b", location: "#9b4dca" };
 const DAY_START = 7, DAY_END = 20, SLOT_PX = 18; // the grid shows 07:00-20:00 in half hours
+const LANE_PX = 60; // the narrowest a meeting beside others gets: its day widens instead
 const state = {
-  config: null, user: null, monday: null, suggestions: null, touched: new Set(),
+  config: null, user: null, monday: null, suggestions: null, slot: null, touched: new Set(),
   counters: { suggestions: 0, saved: 0, refused: 0, stats: 0, weeks: 0 }, polling: null,
 };
 const $ = (sel) => document.querySelector(sel);
@@ -47,6 +48,11 @@ function mondayOf(d) {
 function today() {
   const now = new Date();
   return new Date(Date.UTC(now.getFullYear(), now.getMonth(), now.getDate()));
+}
+// The person's local time, "YYYY-MM-DDTHH:MM": suggestions are never before it.
+function localNow() {
+  const now = new Date(), two = (n) => String(n).padStart(2, "0");
+  return `${iso(today())}T${two(now.getHours())}:${two(now.getMinutes())}`;
 }
 const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 const DAY_NAMES = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
@@ -130,28 +136,56 @@ async function renderWeek() {
   document.body.dataset.week = iso(monday);
   const sunday = addDays(monday, 6);
   $("#week-label").textContent = `${monday.getUTCDate()} ${MONTHS[monday.getUTCMonth()]} – ${sunday.getUTCDate()} ${MONTHS[sunday.getUTCMonth()]} ${sunday.getUTCFullYear()}`;
-  const now = iso(today());
+  const now = localNow();
   for (let d = 0; d < 7; d++) {
     const date = addDays(monday, d);
     const head = $(`#dayhead-${d}`);
     head.textContent = dayLabel(date);
-    head.classList.toggle("today", iso(date) === now);
+    head.classList.toggle("today", iso(date) === now.slice(0, 10));
+    for (const slot of $(`#day-${d}`).querySelectorAll(".slot")) { // gone by: greyed
+      slot.classList.toggle("past", `${iso(date)}T${slot.dataset.time}` < now);
+    }
   }
   const answer = await api(`/api/users/${state.user}/meetings?start=${iso(monday)}&days=7`);
   if (answer.user !== state.user || monday !== state.monday) return; // a newer view was asked for
   for (const old of document.querySelectorAll("#week .event")) old.remove();
   const byDay = Array.from({ length: 7 }, () => []);
   for (const m of answer.meetings) byDay[(parseIso(m.date).getUTCDay() + 6) % 7].push(m);
-  for (let d = 0; d < 7; d++) placeDay($(`#day-${d}`), byDay[d]);
+  const lanes = byDay.map((meetings, d) => placeDay($(`#day-${d}`), meetings));
+  // A day with meetings side by side is as many times wider as it has lanes, and never narrower
+  // than LANE_PX a lane (the week scrolls sideways before a meeting becomes a sliver).
+  $("#week").style.gridTemplateColumns = `44px ${lanes.map((n) => `minmax(${n * LANE_PX}px, ${n}fr)`).join(" ")}`;
   bump("weeks");
 }
 
+// Overlapping meetings share their day's width: greedy lanes within each cluster of overlaps.
+// Beside others a meeting is narrow: its title wraps, and it is drawn at least an hour tall (90
+// minutes beside two or more) so that title and time show; the lanes are then laid out again
+// with those heights. Returns the most lanes
+// a cluster needed (1 for a day without overlaps): renderWeek widens the day by it.
 function placeDay(column, meetings) {
-  // Overlapping meetings share the column's width: greedy lanes within each cluster of overlaps.
   const items = meetings.map((m) => {
     const start = minutes(m.final.start_time);
-    return { m, start, end: start + Math.max(15, Number(m.final.duration) || 30) };
+    return { m, start, end: start + Math.max(15, Number(m.final.duration) || 30), narrow: false };
   }).sort((a, b) => a.start - b.start || a.end - b.end);
+  let clusters = lanesOf(items);
+  if (clusters.some(([, n]) => n >= 2)) {
+    for (const [cluster, n] of clusters) {
+      if (n < 2) continue;
+      for (const it of cluster) { it.narrow = true; it.end = Math.max(it.end, it.start + (n >= 3 ? 90 : 60)); }
+    }
+    clusters = lanesOf(items);
+  }
+  let most = 1;
+  for (const [cluster, n] of clusters) {
+    for (const it of cluster) draw(column, it, n);
+    most = Math.max(most, n);
+  }
+  return most;
+}
+
+function lanesOf(items) { // [[cluster, number of lanes]], each item's .lane set
+  const out = [];
   let cluster = [], clusterEnd = -1;
   const flush = () => {
     const lanes = [];
@@ -161,7 +195,7 @@ function placeDay(column, meetings) {
       lanes[lane] = it.end;
       it.lane = lane;
     }
-    for (const it of cluster) draw(column, it, lanes.length);
+    out.push([cluster, lanes.length]);
     cluster = [];
   };
   for (const it of items) {
@@ -170,6 +204,7 @@ function placeDay(column, meetings) {
     clusterEnd = Math.max(clusterEnd, it.end);
   }
   if (cluster.length) flush();
+  return out;
 }
 
 function draw(column, it, nLanes) {
@@ -178,7 +213,7 @@ function draw(column, it, nLanes) {
   const m = it.m;
   const kept = Object.values(m.correct).filter(Boolean).length;
   const block = el("div", {
-    class: `event ${m.source}`,
+    class: `event ${m.source}${it.narrow ? " narrow" : ""}`,
     title: `${m.title}\n${m.final.start_time}, ${m.final.duration} min, ${m.final.location}\n${kept}/4 suggestions kept`,
     style: `top:${top}px;height:${Math.max(SLOT_PX - 2, bottom - top - 2)}px;` +
       `left:${(100 * it.lane) / nLanes}%;width:calc(${100 / nLanes}% - 3px)`,
@@ -239,7 +274,7 @@ function openDialog(slot = null) {
   }
   state.touched = new Set();
   state.meetingId = newMeetingId(); // a retried save of this meeting is not learned twice
-  setSuggestions(null);
+  setSuggestions(null, null);
   for (const node of document.querySelectorAll(".err")) node.textContent = "";
   for (const node of document.querySelectorAll(".invalid")) node.classList.remove("invalid");
   if (slot) { // the clicked slot is the user's own choice of day and start
@@ -294,8 +329,42 @@ function shown(target, value) {
 }
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
-function setSuggestions(suggestions) {
+function dayOption(date) { // the day list holds the week shown, and a suggested day beyond it
+  const select = $("#v-day_of_week");
+  if (![...select.options].some((o) => o.value === date)) {
+    const day = state.config.days[(parseIso(date).getUTCDay() + 6) % 7];
+    select.appendChild(el("option", { value: date, "data-day": day, text: dayLabel(parseIso(date)) }));
+  }
+}
+
+const slotText = (date, start) => `${dayLabel(parseIso(date))} ${start}`;
+
+// The models' day and start, moved to the next free slot when theirs is past or taken (the server
+// says so in "slot"): the fields get the free slot, the note says why, "use" takes the models' own.
+function showSlot(slot) {
+  const note = $("#slot-note");
+  note.textContent = "";
+  note.dataset.reason = "";
+  if (!slot || !slot.moved && !slot.taken_by.length) return null;
+  const preferred = slotText(slot.preferred.date, slot.preferred.start_time);
+  const reasons = [];
+  if (slot.past) reasons.push("that has passed");
+  if (slot.taken_by.length) {
+    const who = [...new Set(slot.taken_by.map((b) => `“${b.title}” ${b.start_time}–${b.end_time}`))].join(", ");
+    reasons.push(`${slot.past ? "a week later it" : "it"} is taken by ${who}`);
+  }
+  const where = !slot.free ? "no free slot in the next two weeks: saving it double-books"
+    : `suggesting ${slotText(slot.date, slot.start_time)}, ` +
+      (slot.taken_by.length ? "the next free slot" : "the same day and time a week later");
+  note.textContent = `⚠ Chorus prefers ${preferred}, but ${reasons.join("; ")} — ${where}.`;
+  note.dataset.reason = [slot.past ? "past" : "", slot.taken_by.length ? "taken" : ""].filter(Boolean).join(" ");
+  return slot;
+}
+
+function setSuggestions(suggestions, slot = null) {
   state.suggestions = suggestions;
+  const own = state.touched.has("day_of_week") || state.touched.has("start_time");
+  state.slot = suggestions && !own ? showSlot(slot) : showSlot(null);
   for (const target of state.config.targets) {
     const s = suggestions ? suggestions[target] : null;
     const hint = $(`#h-${target}`);
@@ -322,10 +391,21 @@ function setSuggestions(suggestions) {
         hint.append(pick);
       });
     }
+    const moved = state.slot && state.slot.moved && ["day_of_week", "start_time"].includes(target);
     if (state.touched.has(target)) {
       const use = el("button", { type: "button", class: "link", text: "use" });
       use.addEventListener("click", () => { setValue(target, String(s.value)); state.touched.delete(target); markChanged(target); });
       hint.append(" ", use);
+    } else if (moved) { // the free slot goes in the field; "use" takes the models' own anyway
+      const free = target === "day_of_week" ? state.slot.date : state.slot.start_time;
+      const own = target === "day_of_week" ? state.slot.preferred.date : state.slot.preferred.start_time;
+      if (target === "day_of_week") { dayOption(free); dayOption(own); }
+      $(`#v-${target}`).value = free;
+      if (free !== own) {
+        const use = el("button", { type: "button", class: "link", text: `use ${shown(target, String(s.value))} anyway` });
+        use.addEventListener("click", () => { $(`#v-${target}`).value = own; state.touched.add(target); markChanged(target); });
+        hint.append(" ", use);
+      }
     } else {
       setValue(target, String(s.value));
     }
@@ -335,14 +415,17 @@ function setSuggestions(suggestions) {
 
 function markChanged(target) {
   const s = state.suggestions ? state.suggestions[target] : null;
-  const changed = Boolean(s && s.value !== null && currentValue(target) !== String(s.value));
+  const slot = state.slot && state.slot.moved ? state.slot : null;
+  let changed = Boolean(s && s.value !== null && currentValue(target) !== String(s.value));
+  if (slot && target === "day_of_week") changed = $("#v-day_of_week").value !== slot.date;
+  if (slot && target === "start_time") changed = currentValue(target) !== slot.start_time;
   $(`#v-${target}`).classList.toggle("changed", changed);
 }
 
 function descriptionChanged(event) {
   clearError(event.target.id.slice(2));
   if (state.suggestions) {
-    setSuggestions(null);
+    setSuggestions(null, null);
     setStatus("The description changed: ask for suggestions again (or save as is).");
   }
 }
@@ -379,8 +462,11 @@ function showErrors(errors) {
 async function suggest() {
   $("#suggest").disabled = true;
   try {
-    const answer = await api(`/api/users/${state.user}/suggest`, { method: "POST", body: JSON.stringify({ details: readDetails() }) });
-    setSuggestions(answer.suggestions);
+    const ask = { details: readDetails(), week: iso(state.monday), now: localNow() };
+    const duration = $("#v-duration").value.trim();
+    if (state.touched.has("duration") && /^\d+$/.test(duration)) ask.duration = Number(duration);
+    const answer = await api(`/api/users/${state.user}/suggest`, { method: "POST", body: JSON.stringify(ask) });
+    setSuggestions(answer.suggestions, answer.slot);
     const ids = Object.values(answer.suggestions).filter((s) => s.prediction_id).length;
     $("#flow").textContent = `1 · Predict: your 4 models answered (${ids} prediction ids kept for the labels).`;
     setStatus("Accept or edit, then save.");
@@ -445,6 +531,8 @@ async function save() {
     const delayed = Object.values(answer.sent).filter((how) => how === "delayed label").length;
     $("#flow").textContent = `2 · Save: meeting #${answer.meeting} sent 4 labels (${delayed} for earlier predictions); ${kept} of 4 suggestions kept. 3 · Learn: done — the next suggestion uses it.`;
     closeDialog();
+    const week = mondayOf(parseIso(choice.date)); // show the week the meeting went to
+    if (iso(week) !== iso(state.monday)) state.monday = week;
     await Promise.all([renderWeek(), refreshStats()]).catch(() => {}); // shown in the panels
     bump("saved"); // after the week and the panels show the new meeting
   } catch (err) {
