@@ -33,8 +33,8 @@ that an ensemble runs all its members inside *one* compiled kernel (ARCHITECTURE
   ``KERNEL_SOURCES`` are the files whose code compiled callers inline (their numba caches depend
   on them).
 
-The names here are stable; the modules behind them (``learners._tree``, ``learners._bank``) are
-private and may change shape.
+The names here are stable; the modules behind them (the package :mod:`learners.tree`) may change
+shape.
 
 Examples
 --------
@@ -50,39 +50,33 @@ Examples
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from . import _tree
-from ._bank import TreeBank, io_run_of, register_io_run
-from ._tree import (
-    TreeParams,
-    classes_after,
-    classes_needed,
-    has_room,
-    io_label,
-    io_rows,
-    io_scratch,
-    keep_alive,
-    make_run_io,
-    member_buffers,
-    predicted_from,
-    scatter,
-    single_run,
-    single_run_io,
-    sparse_buffers,
-    tree_best,
-    tree_learn,
-    tree_proba,
-    tree_reset,
-    unowned,
-)
-from ._tree import argmax as best_class
 from .limits import Limits
 from .native import _NO_FLOAT_STATE as NO_FLOAT_STATE  # fstate of a kernel keeping none
 from .native import _NO_INT_PARAMS as NO_INT_PARAMS  # ipar of a kernel taking none
 from .native import READABLE_VERSIONS, STATE_FORMAT, STATE_VERSION, NativeLearner
+from .tree import KERNEL_FILES
+from .tree.bank import TreeBank
+from .tree.calls import io_run_of, register_io_run
+from .tree.layout import TreeParams
+from .tree.learn import tree_learn
+from .tree.predict import argmax as best_class
+from .tree.predict import scatter, tree_best, tree_proba
+from .tree.rows import has_room, tree_reset
+from .tree.run import (
+    classes_after,
+    classes_needed,
+    io_label,
+    io_rows,
+    io_scratch,
+    member_buffers,
+    predicted_from,
+    single_run,
+    single_run_io,
+    sparse_buffers,
+)
+from .tree.structs import keep_alive, make_run_io, unowned
 
-KERNEL_SOURCES = (Path(_tree.__file__),)
+KERNEL_SOURCES = KERNEL_FILES  # (every module of learners.tree with kernels)
 
 
 def bank_params(learner: NativeLearner) -> TreeParams:

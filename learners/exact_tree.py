@@ -377,7 +377,7 @@ class ExactTree(BatchMixin, RiverEstimator):
     # --------------------------------------------------------------- learning
     def learn_one(self, x: dict[str, Any], y: Label, *, w: float = 1.0) -> None:  # type: ignore[override]
         """Store the example ``(x, y)`` with weight ``w``; ``w = 0`` does nothing."""
-        check_weight(w)  # as the native learners (learners._bank)
+        check_weight(w)  # as the native learners (learners.tree.calls)
         if w == 0:
             return
         y = normalize_label(y)

@@ -17,6 +17,7 @@ server on a cold numba cache answers at once while the compiled kernels are buil
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import threading
 from collections.abc import Iterator
@@ -61,6 +62,25 @@ def _unliteral(dispatcher: CPUDispatcher) -> None:
         )
 
     dispatcher.get_call_template = get_call_template  # type: ignore[method-assign,assignment]
+
+
+def purge_stale_cache(module_file: str | Path, deps: tuple[Path, ...]) -> None:
+    """numba's on-disk cache is keyed on a kernel's own file only, yet kernels inline those of
+    other files (``deps``): when those sources change, drop ``module_file``'s cached machine
+    code (call it at import, before the module's kernels load)."""
+    here = Path(module_file)
+    digest = hashlib.sha256(b"".join(Path(p).read_bytes() for p in deps)).hexdigest()
+    cache = here.parent / "__pycache__"
+    stamp = cache / f"{here.stem}.deps"
+    try:
+        if stamp.exists() and stamp.read_text() == digest:
+            return
+        for f in cache.glob(f"{here.stem}.*.nb[ic]"):
+            f.unlink()
+        cache.mkdir(exist_ok=True)
+        stamp.write_text(digest)
+    except OSError:
+        pass  # read-only install: the cache cannot be stale relative to the installed sources
 
 
 # --------------------------------------------------------------------------- interpreted twins

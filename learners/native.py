@@ -8,13 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from . import _tree
-from ._bank import TreeBank
-from ._tree import TreeParams
 from .base import Features, Label, ManyMixin, RiverEstimator, check_weights
 from .encoded import EncodedRows
 from .limits import Limits, ParamError
 from .schema import Schema
+from .tree import layout
+from .tree.bank import TreeBank
+from .tree.layout import TreeParams
+from .tree.run import single_run
 
 STATE_FORMAT = "chorus-state"
 # 2: sparse leaf statistics; 3: and sparse over the classes; 4: live rows only, in canonical
@@ -22,8 +23,8 @@ STATE_FORMAT = "chorus-state"
 STATE_VERSION = 4
 READABLE_VERSIONS = (1, 2, 3, 4)  # versions 1 (dense leaf blocks) and 2 are converted on load
 
-_CRITERIA = {"info_gain": _tree.CRIT_INFO_GAIN, "gini": _tree.CRIT_GINI}
-_LEAF_PRED = {"mc": _tree.PRED_MC, "nb": _tree.PRED_NB, "nba": _tree.PRED_NBA}
+_CRITERIA = {"info_gain": layout.CRIT_INFO_GAIN, "gini": layout.CRIT_GINI}
+_LEAF_PRED = {"mc": layout.PRED_MC, "nb": layout.PRED_NB, "nba": layout.PRED_NBA}
 _UNLIMITED = 1 << 40
 _NO_INT_PARAMS = np.zeros(1, np.int64)  # what single_run takes as ipar / fstate (unused)
 _NO_FLOAT_STATE = np.zeros((1, 1))
@@ -118,29 +119,29 @@ class NativeLearner(ManyMixin, RiverEstimator):
     # ---------------------------------------------------------------- the model API
     def learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> None:  # type: ignore[override]
         """Learn one example with sample weight ``w`` (``w = 0`` does nothing)."""
-        self._tb.run_one(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x, y, w, predict=False,
+        self._tb.run_one(single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x, y, w, predict=False,
                          learn=True, defer=self._defer_learns)  # fmt: skip
 
     def predict_proba_one(self, x: Features) -> dict[Label, float]:  # type: ignore[override]
         """Class probabilities (``{}`` before any training)."""
-        return self._tb.run_one(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x)
+        return self._tb.run_one(single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x)
 
     def predict_one(self, x: Features) -> Label | None:  # type: ignore[override]
         """The most probable label (``None`` before any training)."""
-        return self._tb.run_one(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x,
+        return self._tb.run_one(single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x,
                                 label_only=True)  # fmt: skip
 
     def predict_learn_one(self, x: Features, y: Label, *, w: float = 1.0) -> dict[Label, float]:
         """Predict, then learn (prequential). Returns the class *probabilities* the model gave
         before learning ``x`` (not a label: ``argmax_label`` of it is the prediction)."""
-        return self._tb.run_one(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x, y, w,
+        return self._tb.run_one(single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, x, y, w,
                                 learn=True)  # fmt: skip
 
     def _reads_frames(self) -> bool:
         return True
 
     def _run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
-        return self._bank.run(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, X, ys, ws,
+        return self._bank.run(single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, X, ys, ws,
                               predict=predict, learn=learn)  # fmt: skip
 
     # ---------------------------------------------------------------- pre-encoded rows
@@ -157,7 +158,7 @@ class NativeLearner(ManyMixin, RiverEstimator):
         schema, (xn, xc, yc, n_cls) = rows.learn_arrays(keep)
         bank.adopt_schema(schema)
         bank.run_encoded(
-            _tree.single_run,
+            single_run,
             _NO_INT_PARAMS,
             _NO_FLOAT_STATE,
             xn,
@@ -180,7 +181,7 @@ class NativeLearner(ManyMixin, RiverEstimator):
             xn, xc = arrays
         R = len(rows)
         n_cls = np.full(R, s.n_classes, dtype=np.int64)
-        out = self._bank.run_encoded(_tree.single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, xn, xc,
+        out = self._bank.run_encoded(single_run, _NO_INT_PARAMS, _NO_FLOAT_STATE, xn, xc,
                                      np.zeros(R, np.int64), np.ones(R), n_cls)  # fmt: skip
         return s.best_classes(out)
 
@@ -332,11 +333,11 @@ class HoeffdingTree(NativeLearner):
         T = self._bank.T
         n = int(T.n_nodes[0])
         kinds = T.kind[0, :n]
-        return {"n_nodes": n, "n_leaves": int((kinds == _tree.LEAF).sum()),
+        return {"n_nodes": n, "n_leaves": int((kinds == layout.LEAF).sum()),
                 "depth": int(T.depth[0, :n].max()) if n else 0}  # fmt: skip
 
 
-def _leaf_only_params(leaf_prediction: int, criterion: int = _tree.CRIT_INFO_GAIN) -> TreeParams:
+def _leaf_only_params(leaf_prediction: int, criterion: int = layout.CRIT_INFO_GAIN) -> TreeParams:
     return TreeParams(
         grace_period=float("inf"), delta=0.5, tau=0.0, criterion=criterion,
         leaf_prediction=leaf_prediction, nb_threshold=0.0, max_depth=0, max_nodes=1,
@@ -385,7 +386,7 @@ class NaiveBayes(NativeLearner):
         super().__init__()
 
     def _tree_params(self) -> TreeParams:
-        return _leaf_only_params(_tree.PRED_NB)
+        return _leaf_only_params(layout.PRED_NB)
 
 
 class DecisionStump(NativeLearner):
@@ -424,4 +425,4 @@ class DecisionStump(NativeLearner):
         super().__init__()
 
     def _tree_params(self) -> TreeParams:
-        return _leaf_only_params(_tree.PRED_STUMP, _CRITERIA[self.split_criterion])
+        return _leaf_only_params(layout.PRED_STUMP, _CRITERIA[self.split_criterion])

@@ -101,7 +101,7 @@ def _version_3(model) -> dict:
     """``model``'s state as the code before version 4 wrote it: int64 arrays, the live arrays
     trimmed to their high-water marks, garbage included (freed rows and slots on their free
     lists, stale marks and heads on freed rows, dead class entries)."""
-    from learners._bank import _AXES, _WIDTH  # the saved axes, as version 3 cut them
+    from learners.tree.alloc import AXES, VALUES_PER_ENTRY  # the saved axes, as version 3 cut them
 
     bank = model._backend.bank
     bank.flush()
@@ -111,9 +111,9 @@ def _version_3(model) -> dict:
     arrays = {}
     for name in bank.state_arrays(prefix=""):
         a = getattr(T, name)
-        ax = _AXES.get(name)
+        ax = AXES.get(name)
         if ax is not None:
-            a = a[:, : int(hw[ax].max()) * _WIDTH.get(name, 1)]
+            a = a[:, : int(hw[ax].max()) * VALUES_PER_ENTRY.get(name, 1)]
         arrays["tree." + name] = np.array(a)
     state = model.to_state()
     state["header"]["version"] = 3

@@ -21,9 +21,9 @@ from numba import njit
 import ensembles
 import learners
 from learners import jit
-from learners._tree import label_code
 from learners.compiled import io_run_of, io_scratch
 from learners.jit import ENTRY_CHECKS, entry_point
+from learners.tree.run import label_code
 
 
 def _models():

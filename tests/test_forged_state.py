@@ -3,7 +3,7 @@ is refused on load (``ValueError``), never handed to the kernels, which do not c
 indices: one out-of-range child, slot or class-block pointer in a snapshot with a valid plain
 SHA-256 (which anyone can compute) made the loading process read and write outside its arrays
 and die, and an in-range pointer back up the tree made it loop for ever
-(``learners._bank._check_bounds``).
+(``learners.tree.bounds.check_bounds``).
 
 Each model kind runs in a subprocess, so that a load that still crashed fails the test instead
 of killing the run; the subprocess reports, per forged field, whether the load refused it.
@@ -24,7 +24,7 @@ SCRIPT = r"""
 import json, random, sys
 import numpy as np
 from ensembles import build_model, load_state
-from learners._bank import _BLOCKS, _COUNTS, _POINTS_AT
+from learners.tree.bounds import BLOCKS, COUNTS, POINTS_AT
 
 spec = json.loads(sys.argv[1])
 model = build_model(spec)
@@ -34,7 +34,7 @@ for i in range(1500):  # (a categorical split on c, numeric ones on a below it)
     model.learn_one(x, "l" if x["c"] in "uv" else "mn"[x["a"] > 0.5])
 good = model.to_state()
 load_state(good).predict_proba_one({"a": 0.3, "b": 0.1, "c": "u", "d": "p"})  # (as saved: loads)
-fields = sorted(_POINTS_AT) + [f for at, n, _ in _BLOCKS for f in (at, n)] + sorted(_COUNTS)
+fields = sorted(POINTS_AT) + [f for at, n, _ in BLOCKS for f in (at, n)] + sorted(COUNTS)
 fields += ["wc", "gc", "attr", "f_attr", "o_attr", "o_fresh"]
 for field in fields:
     key = "tree." + field
@@ -149,8 +149,8 @@ STRUCTURE_SCRIPT = r"""
 import json, random, sys
 import numpy as np
 from ensembles import build_model, load_state
-from learners._tree import (CATEGORICAL_SPLIT, LEAF, NUM_STATS, NUMERIC_SPLIT, SETTLED,
-                            STRUCTURE_PROBLEMS, W)
+from learners.tree.checks import STRUCTURE_PROBLEMS
+from learners.tree.layout import CATEGORICAL_SPLIT, LEAF, NUM_STATS, NUMERIC_SPLIT, SETTLED, W
 
 model = build_model({"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 2,
                      "seed": 1, "params": {"grace_period": 30}})

@@ -1,4 +1,4 @@
-"""The route hint (``learners._tree.tree_proba`` / ``tree_learn``): an example is routed to its
+"""The route hint (``learners.tree.predict.tree_proba`` / ``learn.tree_learn``): an example is routed to its
 leaf once for predicting and learning it in a member, and once more after learning only if the
 leaf split. Results must be exactly those of routing it from the root for every call (the rule
 before the hint): the compiled kernels are compared with their interpreted twins run with every
@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -21,7 +22,17 @@ from streams import same
 
 from ensembles import OnlineBagging, OnlineBoosting
 from learners import HoeffdingTree, NaiveBayes, jit
-from learners._tree import LEAF, OTHER_BRANCH, interpreted_bank
+from learners.tree.layout import LEAF, OTHER_BRANCH
+from learners.tree.structs import interpreted_bank
+
+
+def _twins() -> SimpleNamespace:
+    """The interpreted tree kernels these tests call, by name (from the modules defining them)."""
+    where = {"has_room": "rows", "sort_to_leaf": "routing", "tree_proba": "predict",
+             "tree_best": "predict", "tree_learn": "learn"}  # fmt: skip
+    return SimpleNamespace(
+        **{f: getattr(jit.twin(f"learners.tree.{m}"), f) for f, m in where.items()}
+    )
 
 
 @contextmanager
@@ -35,7 +46,7 @@ def routed_from_the_root() -> Iterator[None]:
         for fn in ("tree_proba", "tree_learn"):
             if fn in mod.__dict__:
                 patched.append((mod, fn, mod.__dict__[fn]))
-    originals = {fn: f for mod, fn, f in patched if mod is jit.twin("learners._tree")}
+    originals = {fn: getattr(_twins(), fn) for fn in ("tree_proba", "tree_learn")}
 
     def unhinted(fn):
         inner = originals[fn]
@@ -150,7 +161,7 @@ def test_the_shared_branch_is_not_a_learning_route() -> None:
         bank.grow_nodes(64)  # room to learn the rows below without growing
     T = bank.T
     assert (T.branch[0, : T.n_nodes[0]] == OTHER_BRANCH).any(), "no shared branch: checks nothing"
-    learners_tree = jit.twin("learners._tree")
+    learners_tree = _twins()
     states = []
     for hinted in (True, False):
         B = interpreted_bank(bank.T._replace(**{k: v.copy() for k, v in bank.T._asdict().items()}),
@@ -224,7 +235,7 @@ def _replay(examples, hinted: bool) -> tuple[list, tuple]:
     if not _BANK:
         _BANK.append(_trained_bank())
     bank = _BANK[0]
-    lt = jit.twin("learners._tree")
+    lt = _twins()
     B = interpreted_bank(bank.T._replace(**{k: v.copy() for k, v in bank.T._asdict().items()}),
                          bank.params._replace(max_nodes=1000))  # fmt: skip
     code_attr = bank.schema.code_attr_array

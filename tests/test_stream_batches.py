@@ -301,7 +301,7 @@ def test_a_batch_over_max_state_bytes_is_refused_as_the_batch_call_refuses_it():
 def test_a_batch_the_members_cannot_start_fails_as_the_batch_call_fails(monkeypatch):
     """An engine error when a batch starts (here: ``MemoryError`` for the batch of 77 rows)
     comes after the earlier batches' answers, and leaves the model as the batch call leaves it."""
-    from learners._bank import TreeBank
+    from learners.compiled import TreeBank
 
     start = TreeBank.start_encoded
 

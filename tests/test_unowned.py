@@ -24,7 +24,7 @@ def test_the_bank_takes_no_reference_to_the_state_arrays() -> None:
     arrays = list(bank.T)
     before = [sys.getrefcount(a) for a in arrays]
     b2 = bank.view()  # the struct made at _set
-    from learners._tree import make_bank
+    from learners.tree.structs import make_bank
 
     extra = make_bank(bank.T, bank.params)
     after = [sys.getrefcount(a) for a in arrays]

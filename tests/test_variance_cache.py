@@ -1,4 +1,4 @@
-"""The naive-Bayes variance cache (``learners._tree.gaussian_cache``): after a learn only the
+"""The naive-Bayes variance cache (``learners.tree.statistics.gaussian_cache``): after a learn only the
 learned class' variance is recomputed, when the pooled variance is settled positive. Results must
 be exactly those of recomputing every variance of every observer before each prediction (the
 rule before the cache was partial), on streams built to break the shortcut: point masses, values
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from ensembles import OnlineBagging
 from learners import HoeffdingTree, NaiveBayes
-from learners._tree import SETTLED
+from learners.tree.layout import SETTLED
 
 
 def _banks(model):
