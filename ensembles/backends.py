@@ -126,12 +126,15 @@ class CompiledBackend:
         The model's limits.
     kernel, ipar, fstate
         The ensemble's run kernel, its integer parameters and its float state (updated in place).
+    runner
+        What makes the per-example runner (``runner(backend)``, whose ``run_one`` is this
+        backend's: ``adaptive.PredictionReusingRunner``), or None: ``run_one`` is the bank's own.
     """
 
     native = True
 
     def __init__(self, learner: Any, n_models: int, limits: Limits, kernel: Any,
-                 ipar: np.ndarray, fstate: np.ndarray) -> None:  # fmt: skip
+                 ipar: np.ndarray, fstate: np.ndarray, runner: Any = None) -> None:  # fmt: skip
         if kernel in IO_RUN_KERNELS:  # the bank calls it through its IO run kernel
             register_io_run(kernel, IO_RUN_KERNELS[kernel])
         note_compile(kernel)
@@ -143,8 +146,13 @@ class CompiledBackend:
         self.threads = 1
         self.independent_members = False
         # the per-example call: ``run_one(x, y=None, w=0.0, *, predict=True, learn=False,
-        # label_only=False, defer=False)``, bound in C (no Python frame of its own on the hot path)
-        self.run_one = partial(self.bank.run_one, kernel, ipar, fstate)
+        # label_only=False, defer=False)``, the bank's bound in C (no Python frame of its own on
+        # the hot path), or the runner's
+        self.runner: Any = None
+        self.run_one: Any = partial(self.bank.run_one, kernel, ipar, fstate)
+        if runner is not None:
+            self.runner = runner(self)
+            self.run_one = self.runner.run_one
 
     def flush(self) -> None:
         """Run the learn ``run_one(..., defer=True)`` kept (``TreeBank.flush``), if any."""

@@ -71,7 +71,8 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         self._be: CompiledBackend | PythonBackend
         if isinstance(learner, NativeLearner):
             self._be = CompiledBackend(learner, self.n_models, self._limits(), self._kernel,
-                                       self._int_params, self._float_state)  # fmt: skip
+                                       self._int_params, self._float_state,
+                                       self._runner())  # fmt: skip
         else:
             self._be = PythonBackend(self, learner, self.n_models, self._limits())
 
@@ -120,6 +121,11 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
 
     def _init_extra(self) -> None:
         pass
+
+    def _runner(self) -> Any:
+        """What makes the compiled backend's per-example runner (``CompiledBackend``'s
+        ``runner``), or None for the bank's own ``run_one``."""
+        return None
 
     # ---------------------------------------------------------------- properties
     @property
