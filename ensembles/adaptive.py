@@ -5,6 +5,7 @@ arrays behind them: built, saved, loaded and described here; the kernels are in
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -164,10 +165,12 @@ def add_description(out: dict, st, window: int, drift: str | None) -> None:
 
 class DriftReport:
     """``n_drifts``, ``diversity()`` and the adaptive part of ``describe()`` for an ensemble whose
-    ``_float_state`` is an ``AdaptiveStruct`` when ``adaptive`` (with ``_window`` and ``drift``)."""
+    ``_float_state`` is an ``AdaptiveStruct`` when ``adaptive`` (with ``_window`` and ``drift``).
+    Each reads it after the ensemble's ``_settled()`` (a deferred learn changes it)."""
 
     drift: str | None
     _float_state: Any
+    _settled: Callable[[], Any]  # the ensemble's (OnlineEnsemble._settled)
 
     @property
     def adaptive(self) -> bool:  # the ensemble's
@@ -180,17 +183,21 @@ class DriftReport:
     @property
     def n_drifts(self) -> int:
         """Members reset after a detected drift so far (0 without ``drift``)."""
-        return int(self._float_state.counters[ak.RESETS]) if self.adaptive else 0
+        if not self.adaptive:
+            return 0
+        self._settled()
+        return int(self._float_state.counters[ak.RESETS])
 
     def diversity(self) -> dict | None:
         """Diversity of the members over the window (``describe()["diversity"]``; ``None``
         without a window)."""
         if not self.adaptive or self._window == 0:
             return None
+        self._settled()
         return describe(self._float_state, self._window, None)["diversity"]
 
     def describe(self) -> dict:
-        out = super().describe()  # type: ignore[misc]
+        out = super().describe()  # type: ignore[misc]  # (it settles the model)
         if self.adaptive:
             add_description(out, self._float_state, self._window, self.drift)
         return out

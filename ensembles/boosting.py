@@ -169,16 +169,21 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
     @property
     def _lam(self) -> np.ndarray:
         """``[lambda_sc, lambda_sw, seen]``, one column per member (updated in place by the
-        kernel; ``seen[0]`` is the total weight learned, kept for MOA's rule)."""
+        kernel; ``seen[0]`` is the total weight learned, kept for MOA's rule). As it is: a
+        deferred learn is done by ``_settled()``, which its public readers call."""
         st: Any = self._float_state
         return st.lam if self.adaptive else st
 
     @property
     def _lam_sc(self) -> np.ndarray:
+        """lambda_sc per member, learned: after ``_settled()``."""
+        self._settled()
         return self._lam[_kernels.SC]
 
     @property
     def _lam_sw(self) -> np.ndarray:
+        """lambda_sw per member, learned: after ``_settled()``."""
+        self._settled()
         return self._lam[_kernels.SW]
 
     _kernel = staticmethod(_kernels.boosting_run)

@@ -52,7 +52,7 @@ def test_interpreted_calls_never_make_the_struct() -> None:
         first = _loop(twin, data[:100])
     finally:
         jit.set_interpreted(False)
-    st = twin._be.fstate  # (not _float_state: it would run the kept learn, compiled)
+    st = twin._float_state  # (as it is: the kept learn is not run)
     assert "_meminfo" not in st.__dict__
     rest = _loop(twin, data[100:])  # compiled from here on
     assert "_meminfo" in st.__dict__

@@ -178,7 +178,7 @@ def test_a_models_cost_counts_its_arrays_in_memory_not_its_compact_state():
                          "seed": 1})  # fmt: skip
     xs = [{"u": f"user{i % 3000}", "x": float(i % 17)} for i in range(6000)]
     model.learn_many(xs, ["ab"[(i * 7) % 3 == 0] for i in range(6000)])
-    arrays = sum(a.nbytes for a in model._backend.bank.T)  # what is held: allocated arrays
+    arrays = sum(a.nbytes for a in model._settled().bank.T)  # what is held: allocated arrays
     assert model.memory_bytes == arrays
     h = Handle("m", {}, model)
     cost = estimate_cost(h)
