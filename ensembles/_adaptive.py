@@ -52,14 +52,9 @@ from learners.compiled import (
     classes_needed,
     has_room,
     io_label,
-    io_rows,
-    io_scratch,
     keep_alive,
     predicted_from,
-    register_io_run,
     sparse_buffers,
-    tree_best,
-    tree_learn,
     tree_proba,
     tree_reset,
     unowned,
@@ -71,17 +66,23 @@ from . import _kernels, _rng, adwin, ddm
 from ._kernels import (
     BAGGING,
     BOOSTING,
+    SC,
+    SW,
     VOTE_MAJORITY,
     VOTE_WEIGHTED,
+    Example,
+    Rows,
+    Scratch,
     add_vote,
-    boost_seen,
-    boost_step,
-    capped_lambda,
+    bagging_step,
+    boosting_start,
+    boosting_step,
     end_vote,
+    io_records,
     purge_stale_cache,
     vote_weights,
 )
-from ._rng import poisson, uniform
+from ._rng import uniform
 from .adwin import AdwinState, adwin_estimate, adwin_reset, adwin_update
 from .ddm import DRIFT as DDM_DRIFT
 from .ddm import ddm_reset, ddm_update
@@ -235,16 +236,17 @@ def member_classes(ipar, n):
 
 
 @nb.njit(cache=True)
-def adaptive_predict(B, ipar, st, xr, cr, n, code_attr, pk, pv, hint, out_row):
+def adaptive_predict(B, ipar, st, xr, cr, n, sc, out_row):
     """The vote (majority, average, or accuracy-weighted average); members' top classes are
     kept in ``st.mpred`` for the learning step. Members' probabilities are sparse."""
     if ipar[CODES] == 1:
-        codes_predict(B, ipar, st, xr, cr, n, code_attr, pk, pv, hint, out_row)
+        codes_predict(B, ipar, st, xr, cr, n, sc, out_row)
         return
     out_row[:n] = 0.0
     total = 0.0
+    pk, pv = sc.pk, sc.pv
     for m in range(B.kind.shape[0]):
-        k = tree_proba(B, B, m, xr, cr, n, code_attr, pk, pv, hint)
+        k = tree_proba(B, B, m, xr, cr, n, sc.code_attr, pk, pv, sc.hint)
         if k > 0:
             top = argmax(pk, pv, k)
             st.mpred[m] = top
@@ -263,14 +265,15 @@ def adaptive_predict(B, ipar, st, xr, cr, n, code_attr, pk, pv, hint, out_row):
 
 
 @nb.njit(cache=True)
-def codes_predict(B, ipar, st, xr, cr, n, code_attr, pk, pv, hint, out_row):
+def codes_predict(B, ipar, st, xr, cr, n, sc, out_row):
     """The vote decoded from binary members: class c gets member m's vote for bit
     ``output_code(seed, m, c)`` (``majority``: its weight if that is m's top bit; else its
     weight times m's probability of that bit); the row is normalised to sum 1. Members' top
     bits are kept in ``st.mpred``."""
     out_row[:n] = 0.0
+    pk, pv = sc.pk, sc.pv
     for m in range(B.kind.shape[0]):
-        k = tree_proba(B, B, m, xr, cr, 2, code_attr, pk, pv, hint)
+        k = tree_proba(B, B, m, xr, cr, 2, sc.code_attr, pk, pv, sc.hint)
         if k <= 0:
             st.mpred[m] = -1
             continue
@@ -339,37 +342,43 @@ def reset_member(B, ipar, st, m, hint):
 
 
 @nb.njit(cache=True)
-def adaptive_learn(B, ipar, st, xr, cr, y, w, seq, nc, code_attr, pk, pv, hint):
-    """Bagging with Poisson(lambda) weights, then the window and the detectors (module doc).
-    With output codes member m learns (and is right or wrong on) its bit of ``y``."""
-    M = B.kind.shape[0]
-    lam = st.fpar[LAMBDA]
+def adaptive_learn(B, ipar, st, ex, sc):
+    """Bagging with Poisson(lambda) weights (``_kernels.bagging_step``), then the window and
+    the detectors (module doc, ``drift_step``). With output codes member m learns (and is right
+    or wrong on) its bit of ``y``."""
+    y = ex.y
     drift = ipar[DRIFT] != NO_DRIFT
     codes = ipar[CODES] == 1
-    mc = member_classes(ipar, nc)
+    mc = member_classes(ipar, ex.n_classes)
+    pk, pv, hint = sc.pk, sc.pv, sc.hint
     change = False
-    for m in range(M):
-        k = poisson(
-            lam, ipar[SEED], seq, m
-        )  # k ~ Poisson(lambda), keyed by (seed, example, member)
+    for m in range(B.kind.shape[0]):
         ym = output_code(ipar[SEED], m, y) if codes else y  # the class member m learns
         correct = st.mpred[m] == ym  # (a member that does not learn it is unchanged)
         if codes and st.mpred[m] >= 0:  # the window holds right (y) or wrong, not bits
             st.mpred[m] = y if correct else WRONG
-        if k > 0:
-            tree_learn(B, B, m, xr, cr, ym, k * w, mc, code_attr, pk, pv, hint)
-            if drift:  # its detector gets its error on the example *after* learning it (MOA)
-                n = tree_proba(B, B, m, xr, cr, mc, code_attr, pk, pv, hint)
-                correct = argmax(pk, pv, n) == ym
-                hint[m, 0] = -1  # computed after the update: not reusable
-        if ipar[DRIFT] == DRIFT_DDM:  # DDM: the member whose detector signals a drift is reset
-            if ddm_update(st.ddm, m, 0.0 if correct else 1.0) == DDM_DRIFT:
-                reset_member(B, ipar, st, m, hint)
-        elif drift and detect(ipar, st.adwin, st.fpar[DELTA], m, correct):
-            change = True
+        exm = Example(ex.xn, ex.xc, ym, ex.w, ex.seq, mc)
+        if bagging_step(B, m, st.fpar[LAMBDA], ipar[SEED], exm, sc) > 0 and drift:
+            # its detector gets its error on the example *after* learning it (MOA)
+            n = tree_proba(B, B, m, ex.xn, ex.xc, mc, sc.code_attr, pk, pv, hint)
+            correct = argmax(pk, pv, n) == ym
+            hint[m, 0] = -1  # computed after the update: not reusable
+        change |= drift_step(B, ipar, st, m, correct, hint)
     record(ipar, st, y)
     if change:  # reset the member with the highest estimated error (Bifet et al. 2009)
         reset_worst(B, ipar, st, hint)
+
+
+@nb.njit(cache=True)
+def drift_step(B, ipar, st, m, correct, hint):
+    """Member m's 0/1 error on the example (``correct``) into its detector, around a member
+    step: with DDM a member whose detector signals a drift is reset here; with ADWIN returns
+    whether its error went up (the caller then resets the worst member, ``reset_worst``)."""
+    if ipar[DRIFT] == DRIFT_DDM:  # DDM: the member whose detector signals a drift is reset
+        if ddm_update(st.ddm, m, 0.0 if correct else 1.0) == DDM_DRIFT:
+            reset_member(B, ipar, st, m, hint)
+        return False
+    return ipar[DRIFT] == DRIFT_ADWIN and detect(ipar, st.adwin, st.fpar[DELTA], m, correct)
 
 
 @nb.njit(cache=True, inline="always")
@@ -403,43 +412,39 @@ def reset_worst(B, ipar, st, hint):
 
 # --------------------------------------------------------------------------- ADWIN boosting
 @nb.njit(cache=True)
-def boosting_adaptive_predict(B, ipar, st, xr, cr, n, code_attr, pk, pv, hint, out_row):
+def boosting_adaptive_predict(B, ipar, st, xr, cr, n, sc, out_row):
     """Online boosting's vote (``_kernels.boosting_predict``: log((1 - e_m) / e_m) per member),
     and every member's top class in ``st.mpred`` (those without a vote too, for the window)."""
     M = B.kind.shape[0]
     wts = np.empty(M)
-    vote_weights(st.lam[0], st.lam[1], wts)
+    vote_weights(st.lam[SC], st.lam[SW], wts)
     out_row[:n] = 0.0
     total = 0.0
+    pk, pv = sc.pk, sc.pv
     for m in range(M):
-        k = tree_proba(B, B, m, xr, cr, n, code_attr, pk, pv, hint)
+        k = tree_proba(B, B, m, xr, cr, n, sc.code_attr, pk, pv, sc.hint)
         st.mpred[m] = argmax(pk, pv, k) if k > 0 else -1
         if wts[m] > 0.0 and k > 0:
             add_vote(out_row, wts[m], pk, pv, k, ipar[VOTE] == VOTE_MAJORITY)
             total += wts[m]
-    end_vote(B, xr, cr, n, code_attr, pk, pv, hint, out_row, total)
+    end_vote(B, xr, cr, n, sc, out_row, total)
 
 
 @nb.njit(cache=True)
-def boosting_adaptive_learn(B, ipar, st, xr, cr, y, w, seq, nc, code_attr, pk, pv, hint):
-    """Oza (2001), Fig. 4.3 (``_kernels.boosting_learn``), then the window and the detectors."""
-    lam = capped_lambda(w)  # lambda <- 1 (times the example's weight)
-    boost_seen(st.lam, w, ipar[RULE])
+def boosting_adaptive_learn(B, ipar, st, ex, sc):
+    """Oza (2001), Fig. 4.3 (``_kernels.boosting_step``, as ``_kernels.boosting_learn``), each
+    member's error after learning into its detector (``drift_step``), then the window."""
+    lam = boosting_start(st.lam, ex.w, ipar[RULE])
     change = False
     for m in range(B.kind.shape[0]):
-        k = poisson(lam, ipar[SEED], seq, m)  # k ~ Poisson(lambda)
-        if k > 0:
-            tree_learn(B, B, m, xr, cr, y, float(k), nc, code_attr, pk, pv, hint)
-        correct = tree_best(B, B, m, xr, cr, nc, code_attr, pk, pv, hint) == y  # after learning
-        lam = boost_step(st.lam, m, lam, correct, ipar[RULE])
-        if ipar[DRIFT] == DRIFT_ADWIN and detect(ipar, st.adwin, st.fpar[DELTA], m, correct):
-            change = True
-    record(ipar, st, y)
+        lam, correct = boosting_step(B, m, st.lam, lam, ipar[RULE], ipar[SEED], ex, sc)
+        change |= drift_step(B, ipar, st, m, correct, sc.hint)
+    record(ipar, st, ex.y)
     if change:  # a fresh member with no error weight yet: it votes once it has some
-        worst = reset_worst(B, ipar, st, hint)
+        worst = reset_worst(B, ipar, st, sc.hint)
         if worst >= 0:  # (MOA's total weight seen is the ensemble's: it stays)
-            st.lam[0, worst] = 0.0
-            st.lam[1, worst] = 0.0
+            st.lam[SC, worst] = 0.0
+            st.lam[SW, worst] = 0.0
 
 
 @nb.njit(cache=True)
@@ -454,52 +459,50 @@ def adaptive_rows(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn
     # caller, the buffers by this frame until keep_alive; ``st``, a struct of such views, is
     # passed as it is (one pointer a call: an ``AdaptiveState`` of views would be fifteen arrays
     # copied into every call below)
-    done = adaptive_loop(B, unowned(ipar), st, unowned(xn), unowned(xc), unowned(ys), unowned(ws),
-                         unowned(seqs), start, do_predict, do_learn, unowned(out), unowned(n_cls),
-                         unowned(code_attr), need, method, unowned(pk), unowned(pv),
-                         unowned(hint), hinted)  # fmt: skip
+    rows = Rows(unowned(xn), unowned(xc), unowned(ys), unowned(ws), unowned(seqs), unowned(n_cls))
+    sc = Scratch(unowned(code_attr), unowned(pk), unowned(pv), unowned(hint))
+    done = adaptive_loop(B, unowned(ipar), st, rows, unowned(out), sc, start, do_predict,
+                         do_learn, need, hinted, method)  # fmt: skip
     keep_alive(pk, pv)
     return done
 
 
 @nb.njit(cache=True)
-def adaptive_loop(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
-                  code_attr, need, method, pk, pv, hint, hinted):  # fmt: skip
-    """The rows loop of ``adaptive_rows``."""
-    R = xn.shape[0]
+def adaptive_loop(B, ipar, st, rows, out, sc, start, do_predict, do_learn, need, hinted, method):
+    """The rows loop of ``adaptive_rows`` over a block of ``_kernels.Rows``."""
+    R = rows.xn.shape[0]
     M = B.kind.shape[0]
-    first = predicted_from(xn, out)  # (rows before it: a deferred learn, not predicted)
+    first = predicted_from(rows.xn, out)  # (rows before it: a deferred learn, not predicted)
+    pk, pv, hint = sc.pk, sc.pv, sc.hint
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
             return r
         if r != start or not hinted:  # (hinted: the hint holds row start's prediction)
             hint[:, 0] = -1
-        xr = xn[r]
-        cr = xc[r]
+        xr = rows.xn[r]
+        cr = rows.xc[r]
         predicted = do_predict and r >= first
         if predicted:
             o = out[r - first]
             if method == BAGGING:
-                adaptive_predict(B, ipar, st, xr, cr, n_cls[r], code_attr, pk, pv, hint, o)
+                adaptive_predict(B, ipar, st, xr, cr, rows.n_cls[r], sc, o)
             else:
-                boosting_adaptive_predict(B, ipar, st, xr, cr, n_cls[r], code_attr, pk, pv, hint,
-                                          o)  # fmt: skip
-        if do_learn and ws[r] > 0.0:
+                boosting_adaptive_predict(B, ipar, st, xr, cr, rows.n_cls[r], sc, o)
+        if do_learn and rows.ws[r] > 0.0:
             # the members' predictions before learning: bagging's detectors and any window use
             # them (ADWIN boosting's detectors use the prediction after learning)
             if (not predicted and not (r == start and ipar[REUSE] == 1)
                     and (method == BAGGING or ipar[WINDOW] > 0)):  # fmt: skip
-                mc = member_classes(ipar, n_cls[r])
+                mc = member_classes(ipar, rows.n_cls[r])
                 for m in range(M):
-                    k = tree_proba(B, B, m, xr, cr, mc, code_attr, pk, pv, hint)
+                    k = tree_proba(B, B, m, xr, cr, mc, sc.code_attr, pk, pv, hint)
                     st.mpred[m] = argmax(pk, pv, k)  # -1: no prediction (a bit with codes)
-            nc = classes_after(n_cls, ys, r)
+            ex = Example(xr, cr, rows.ys[r], rows.ws[r], rows.seqs[r],
+                         classes_after(rows.n_cls, rows.ys, r))  # fmt: skip
             if method == BAGGING:
-                adaptive_learn(B, ipar, st, xr, cr, ys[r], ws[r], seqs[r], nc, code_attr, pk, pv,
-                               hint)  # fmt: skip
+                adaptive_learn(B, ipar, st, ex, sc)
             else:
-                boosting_adaptive_learn(B, ipar, st, xr, cr, ys[r], ws[r], seqs[r], nc, code_attr,
-                                        pk, pv, hint)  # fmt: skip
+                boosting_adaptive_learn(B, ipar, st, ex, sc)
     return R
 
 
@@ -525,11 +528,9 @@ def boosting_adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, 
 def adaptive_rows_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats, method):
     """``adaptive_rows`` over a ``RunIO`` (``io.fstate`` the ``AdaptiveStruct``'s struct;
     ``learners.compiled.single_run_io`` says what ``io`` and ``cats`` give)."""
-    pk, pv = io_scratch(io, start, do_learn)
-    xc, out = io_rows(io, start, cats)
-    done = adaptive_loop(B, io.ipar, io.fstate, io.xn, xc, io.ys, io.ws, io.seqs, start, do_predict,
-                         do_learn, out, io.n_cls, unowned(code_attr), need, method, unowned(pk),
-                         unowned(pv), io.hint, hinted)  # fmt: skip
+    rows, sc, out, pk, pv = io_records(io, start, do_learn, cats, code_attr)
+    done = adaptive_loop(B, io.ipar, io.fstate, rows, out, sc, start, do_predict, do_learn, need,
+                         hinted, method)  # fmt: skip
     keep_alive(pk, pv)
     io_label(io, do_predict, done)
     return done
@@ -537,20 +538,18 @@ def adaptive_rows_io(B, io, code_attr, start, do_predict, do_learn, need, hinted
 
 @nb.njit(cache=True, nogil=True)
 def adaptive_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats):
-    """``adaptive_run``'s IO run kernel (``learners.compiled.register_io_run``)."""
+    """``adaptive_run``'s IO run kernel (``learners.compiled.register_io_run``; registered by
+    ``ensembles.backends.CompiledBackend``)."""
     return adaptive_rows_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats,
                             BAGGING)  # fmt: skip
 
 
 @nb.njit(cache=True, nogil=True)
 def boosting_adaptive_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats):
-    """``boosting_adaptive_run``'s IO run kernel (``learners.compiled.register_io_run``)."""
+    """``boosting_adaptive_run``'s IO run kernel (``learners.compiled.register_io_run``;
+    registered by ``ensembles.backends.CompiledBackend``)."""
     return adaptive_rows_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats,
                             BOOSTING)  # fmt: skip
-
-
-register_io_run(adaptive_run, adaptive_run_io)
-register_io_run(boosting_adaptive_run, boosting_adaptive_run_io)
 
 
 # after every kernel: one compiled version per argument type, except adaptive_rows',

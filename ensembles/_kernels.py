@@ -4,9 +4,9 @@ over members (ARCHITECTURE §3). Each mirrors its algorithm in ``bagging.py`` / 
 
 from __future__ import annotations
 
-import hashlib
 import math
 from pathlib import Path
+from typing import NamedTuple
 
 import numba as nb
 import numpy as np
@@ -22,7 +22,6 @@ from learners.compiled import (
     keep_alive,
     member_buffers,
     predicted_from,
-    register_io_run,
     scatter,
     sparse_buffers,
     tree_best,
@@ -31,31 +30,11 @@ from learners.compiled import (
     unowned,
 )
 from learners.compiled import best_class as argmax
-from learners.jit import one_specialisation
+from learners.jit import one_specialisation, purge_stale_cache
 
 from . import _atomic, _rng
 from ._atomic import take
 from ._rng import poisson
-
-
-def purge_stale_cache(module_file: str, deps: tuple[Path, ...]) -> None:
-    """numba's on-disk cache is keyed on a kernel's own file only, yet kernels inline those of
-    other files (``deps``): when those sources change, drop ``module_file``'s cached machine
-    code."""
-    here = Path(module_file)
-    digest = hashlib.sha256(b"".join(Path(p).read_bytes() for p in deps)).hexdigest()
-    cache = here.parent / "__pycache__"
-    stamp = cache / f"{here.stem}.deps"
-    try:
-        if stamp.exists() and stamp.read_text() == digest:
-            return
-        for f in cache.glob(f"{here.stem}.*.nb[ic]"):
-            f.unlink()
-        cache.mkdir(exist_ok=True)
-        stamp.write_text(digest)
-    except OSError:
-        pass  # read-only install: the cache cannot be stale relative to the installed sources
-
 
 purge_stale_cache(__file__, (*KERNEL_SOURCES, *(Path(str(m.__file__)) for m in (_rng, _atomic))))
 
@@ -74,19 +53,55 @@ EPS_MIN = 1e-10  # a member never wrong so far votes as if its error were 1e-10
 
 
 BAGGING, BOOSTING = 0, 1
+# ipar of bagging_run [seed, vote] and boosting_run [seed, vote, lambda rule]
+SEED, VOTE, RULE = 0, 1, 2
+
+
+class Rows(NamedTuple):
+    """A block of encoded rows (a run kernel's arguments of the same names)."""
+
+    xn: np.ndarray  # [R, numeric features] float
+    xc: np.ndarray  # [R, categorical features] category codes
+    ys: np.ndarray  # [R] class codes
+    ws: np.ndarray  # [R] weights (0: predict only)
+    seqs: np.ndarray  # [R] example numbers (the Poisson draws' key)
+    n_cls: np.ndarray  # [R] classes known before row r
+
+
+class Example(NamedTuple):
+    """One encoded example as a member step learns it."""
+
+    xn: np.ndarray  # its numbers (a row of ``Rows.xn``)
+    xc: np.ndarray  # its category codes
+    y: int  # its class code
+    w: float  # its weight
+    seq: int  # its example number
+    n_classes: int  # classes known once y is in (``classes_after``)
+
+
+class Scratch(NamedTuple):
+    """What member kernels (``tree_proba``, ``tree_learn``) take besides the row: the
+    feature-code map and the caller's buffers."""
+
+    code_attr: np.ndarray  # category code -> feature
+    pk: np.ndarray  # sparse class codes
+    pv: np.ndarray  # sparse probabilities
+    hint: np.ndarray  # [M, 4] route hint (learners.compiled.tree_proba)
 
 
 # --------------------------------------------------------------------------- online bagging
 @nb.njit(cache=True)
-def bagging_predict(B, ipar, fstate, xr, cr, n, code_attr, pk, pv, hint, out_row):
-    """Majority vote of the members (``ipar[1] == VOTE_AVERAGE``: mean of their probabilities).
-    Members' probabilities are sparse (``tree_proba``): a member costs O(classes at its leaf)."""
+def bagging_predict(B, ipar, xr, cr, n, sc, out_row):
+    """Majority vote of the members (``ipar[VOTE] == VOTE_AVERAGE``: mean of their
+    probabilities). Members' probabilities are sparse (``tree_proba``): a member costs
+    O(classes at its leaf)."""
+    pk, pv = sc.pk, sc.pv
     out_row[:n] = 0.0
     voters = 0.0
     for m in range(B.kind.shape[0]):
-        k = tree_proba(B, B, m, xr, cr, n, code_attr, pk, pv, hint)
+        k = tree_proba(B, B, m, xr, cr, n, sc.code_attr, pk, pv, sc.hint)
         if k > 0:
-            if ipar[1] == VOTE_MAJORITY:
+            if ipar[VOTE] == VOTE_MAJORITY:
                 out_row[argmax(pk, pv, k)] += 1.0
             else:
                 for i in range(k):
@@ -98,12 +113,25 @@ def bagging_predict(B, ipar, fstate, xr, cr, n, code_attr, pk, pv, hint, out_row
 
 
 @nb.njit(cache=True)
-def bagging_learn(B, ipar, fstate, xr, cr, y, w, seq, nc, code_attr, pk, pv, hint):
+def bagging_step(B, m, lam, seed, ex, sc):
+    """Online bagging's update of member m (Oza 2001, Fig. 3.3; ``OnlineBagging._py_learn`` is
+    its reference): k ~ Poisson(lambda), keyed by (seed, example, member), and h_m learns the
+    example ``ex`` with weight k (MOA: one update with a weight, not k repeated updates).
+    Returns k. Every loop of bagging calls it: the serial one (``bagging_learn``), the
+    member-parallel one (``bagging_member_rows``) and the adaptive one (``_adaptive``, with
+    lambda 6 for leveraging bagging)."""
+    k = poisson(lam, seed, ex.seq, m)
+    if k > 0:
+        tree_learn(B, B, m, ex.xn, ex.xc, ex.y, k * ex.w, ex.n_classes, sc.code_attr, sc.pk,
+                   sc.pv, sc.hint)  # fmt: skip
+    return k
+
+
+@nb.njit(cache=True)
+def bagging_learn(B, ipar, ex, sc):
     """Oza (2001), Fig. 3.3: every member learns the example with weight k ~ Poisson(1)."""
     for m in range(B.kind.shape[0]):
-        k = poisson(1.0, ipar[0], seq, m)  # k ~ Poisson(1), keyed by (seed, example, member)
-        if k > 0:  # train h_m with weight k (MOA: a weight, not k repeated updates)
-            tree_learn(B, B, m, xr, cr, y, k * w, nc, code_attr, pk, pv, hint)
+        bagging_step(B, m, 1.0, ipar[SEED], ex, sc)
 
 
 # --------------------------------------------------------------------------- online boosting
@@ -124,22 +152,23 @@ def vote_weights(lam_sc, lam_sw, out):
 
 
 @nb.njit(cache=True)
-def boosting_predict(B, ipar, fstate, xr, cr, n, code_attr, pk, pv, hint, out_row):
-    """argmax_y sum_m log((1 - e_m) / e_m) [h_m(x) = y] (``ipar[1] == VOTE_AVERAGE``: each
+def boosting_predict(B, ipar, lams, xr, cr, n, sc, out_row):
+    """argmax_y sum_m log((1 - e_m) / e_m) [h_m(x) = y] (``ipar[VOTE] == VOTE_AVERAGE``: each
     member's class probabilities, weighted alike); member 1 alone if nobody votes."""
     M = B.kind.shape[0]
     wts = np.empty(M)
-    vote_weights(fstate[0], fstate[1], wts)
+    vote_weights(lams[SC], lams[SW], wts)
     out_row[:n] = 0.0
     total = 0.0
+    pk, pv = sc.pk, sc.pv
     for m in range(M):
         if wts[m] <= 0.0:
             continue
-        k = tree_proba(B, B, m, xr, cr, n, code_attr, pk, pv, hint)
+        k = tree_proba(B, B, m, xr, cr, n, sc.code_attr, pk, pv, sc.hint)
         if k > 0:
-            add_vote(out_row, wts[m], pk, pv, k, ipar[1] == VOTE_MAJORITY)
+            add_vote(out_row, wts[m], pk, pv, k, ipar[VOTE] == VOTE_MAJORITY)
             total += wts[m]
-    end_vote(B, xr, cr, n, code_attr, pk, pv, hint, out_row, total)
+    end_vote(B, xr, cr, n, sc, out_row, total)
 
 
 @nb.njit(cache=True)
@@ -154,13 +183,14 @@ def add_vote(out_row, wt, pk, pv, k, majority):
 
 
 @nb.njit(cache=True)
-def end_vote(B, xr, cr, n, code_attr, pk, pv, hint, out_row, total):
+def end_vote(B, xr, cr, n, sc, out_row, total):
     """Normalise the weighted votes (``total`` their weight); member 1 alone if nobody voted."""
     if total > 0.0:
         for c in range(n):
             out_row[c] /= total
     else:
-        scatter(pk, pv, tree_proba(B, B, 0, xr, cr, n, code_attr, pk, pv, hint), out_row)
+        pk, pv = sc.pk, sc.pv
+        scatter(pk, pv, tree_proba(B, B, 0, xr, cr, n, sc.code_attr, pk, pv, sc.hint), out_row)
 
 
 LAMBDA_THESIS, LAMBDA_MOA = 0, 1
@@ -227,18 +257,37 @@ def lambda_ratio(a, b):
 
 
 @nb.njit(cache=True)
-def boosting_learn(B, ipar, fstate, xr, cr, y, w, seq, nc, code_attr, pk, pv, hint):
-    """Oza (2001), Fig. 4.3, with fstate = [lambda_sc, lambda_sw, seen] and ``ipar[2]`` the
-    lambda rule."""
-    lam = capped_lambda(w)  # lambda <- 1 (times the example's weight)
-    boost_seen(fstate, w, ipar[2])
+def boosting_start(lams, w, rule):
+    """Fig. 4.3 before the members: lambda <- 1 (times the example's weight ``w``, capped), and
+    ``w`` counted in the ensemble's total (``boost_seen``). Returns lambda."""
+    boost_seen(lams, w, rule)
+    return capped_lambda(w)
+
+
+@nb.njit(cache=True)
+def boosting_step(B, m, lams, lam, rule, seed, ex, sc):
+    """Online boosting's update of member m (Oza 2001, Fig. 4.3; ``OnlineBoosting._py_learn``
+    is its reference): k ~ Poisson(lambda), h_m learns ``ex`` with weight k, then lambda_sc_m or
+    lambda_sw_m grows by lambda as h_m(x) = y after the update (the prediction's, if h_m did
+    not learn: from the hint) and lambda becomes the next member's (``boost_step``). Returns
+    (the next lambda, whether h_m(x) = y). The serial loop (``boosting_learn``) and ADWIN
+    boosting's (``_adaptive``) call it."""
+    k = poisson(lam, seed, ex.seq, m)
+    if k > 0:
+        tree_learn(B, B, m, ex.xn, ex.xc, ex.y, float(k), ex.n_classes, sc.code_attr, sc.pk,
+                   sc.pv, sc.hint)  # fmt: skip
+    correct = tree_best(B, B, m, ex.xn, ex.xc, ex.n_classes, sc.code_attr, sc.pk, sc.pv,
+                        sc.hint) == ex.y  # fmt: skip
+    return boost_step(lams, m, lam, correct, rule), correct
+
+
+@nb.njit(cache=True)
+def boosting_learn(B, ipar, lams, ex, sc):
+    """Oza (2001), Fig. 4.3, with lams = [lambda_sc, lambda_sw, seen] (``boost_step``) and
+    ``ipar[RULE]`` the lambda rule."""
+    lam = boosting_start(lams, ex.w, ipar[RULE])
     for m in range(B.kind.shape[0]):
-        k = poisson(lam, ipar[0], seq, m)  # k ~ Poisson(lambda)
-        if k > 0:
-            tree_learn(B, B, m, xr, cr, y, float(k), nc, code_attr, pk, pv, hint)
-        # h_m(x) after the update (the prediction's, if h_m did not learn: from the hint)
-        correct = tree_best(B, B, m, xr, cr, nc, code_attr, pk, pv, hint) == y
-        lam = boost_step(fstate, m, lam, correct, ipar[2])
+        lam, _ = boosting_step(B, m, lams, lam, ipar[RULE], ipar[SEED], ex, sc)
 
 
 # --------------------------------------------------------------------------- the row driver
@@ -256,47 +305,49 @@ def ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_le
     pk, pv = sparse_buffers(C)
     # The rows loop gets reference-count-free views (learners.compiled.unowned): the arguments
     # are held by the caller, the buffers by this frame until keep_alive.
-    done = ensemble_rows(B, unowned(ipar), unowned(fstate), unowned(xn), unowned(xc), unowned(ys),
-                         unowned(ws), unowned(seqs), start, do_predict, do_learn, unowned(out),
-                         unowned(n_cls), unowned(code_attr), need, method, unowned(pk), unowned(pv),
-                         unowned(hint), hinted)  # fmt: skip
+    rows = Rows(unowned(xn), unowned(xc), unowned(ys), unowned(ws), unowned(seqs), unowned(n_cls))
+    sc = Scratch(unowned(code_attr), unowned(pk), unowned(pv), unowned(hint))
+    done = ensemble_rows(B, unowned(ipar), unowned(fstate), rows, unowned(out), sc, start,
+                         do_predict, do_learn, need, hinted, method)  # fmt: skip
     keep_alive(pk, pv)
     return done
 
 
 @nb.njit(cache=True)
-def ensemble_rows(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
-                  code_attr, need, method, pk, pv, hint, hinted):  # fmt: skip
-    R = xn.shape[0]
-    first = predicted_from(xn, out)  # (rows before it: a deferred learn, not predicted)
+def ensemble_rows(B, ipar, fstate, rows, out, sc, start, do_predict, do_learn, need, hinted,
+                  method):  # fmt: skip
+    """The rows loop of ``ensemble_run`` over a block of ``Rows`` (on unowned views)."""
+    R = rows.xn.shape[0]
+    first = predicted_from(rows.xn, out)  # (rows before it: a deferred learn, not predicted)
+    hint = sc.hint
     for r in range(start, R):
         if do_learn and not has_room(B, B, need):
             return r
         if r != start or not hinted:  # (hinted: the hint holds row start's prediction)
             hint[:, 0] = -1
-        xr = xn[r]  # one view per row, not per member
-        cr = xc[r]
+        xr = rows.xn[r]  # one view per row, not per member
+        cr = rows.xc[r]
         if do_predict and r >= first:
             o = out[r - first]
             if method == BAGGING:
-                bagging_predict(B, ipar, fstate, xr, cr, n_cls[r], code_attr, pk, pv, hint, o)
+                bagging_predict(B, ipar, xr, cr, rows.n_cls[r], sc, o)
             else:
-                boosting_predict(B, ipar, fstate, xr, cr, n_cls[r], code_attr, pk, pv, hint, o)
-        if do_learn and ws[r] > 0.0:
-            nc = classes_after(n_cls, ys, r)
+                boosting_predict(B, ipar, fstate, xr, cr, rows.n_cls[r], sc, o)
+        if do_learn and rows.ws[r] > 0.0:
+            ex = Example(xr, cr, rows.ys[r], rows.ws[r], rows.seqs[r],
+                         classes_after(rows.n_cls, rows.ys, r))  # fmt: skip
             if method == BAGGING:
-                bagging_learn(B, ipar, fstate, xr, cr, ys[r], ws[r], seqs[r], nc, code_attr, pk,
-                              pv, hint)  # fmt: skip
+                bagging_learn(B, ipar, ex, sc)
             else:
-                boosting_learn(B, ipar, fstate, xr, cr, ys[r], ws[r], seqs[r], nc, code_attr, pk,
-                               pv, hint)  # fmt: skip
+                boosting_learn(B, ipar, fstate, ex, sc)
     return R
 
 
 @nb.njit(cache=True, nogil=True)
 def bagging_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
                 code_attr, need, hint, hinted):  # fmt: skip
-    """Online bagging over rows; ``ipar = [seed, vote]``. Signature of ``learners.compiled.single_run``."""
+    """Online bagging over rows; ``ipar = [seed, vote]`` (``SEED``, ``VOTE``). Signature of
+    ``learners.compiled.single_run``."""
     return ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
                         n_cls, code_attr, need, hint, hinted, BAGGING)  # fmt: skip
 
@@ -304,22 +355,32 @@ def bagging_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_lea
 @nb.njit(cache=True, nogil=True)
 def boosting_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
                  code_attr, need, hint, hinted):  # fmt: skip
-    """Online boosting over rows; ``ipar = [seed, vote, lambda rule]``, ``fstate = [lambda_sc,
-    lambda_sw, seen]`` (one column per member; ``seen[0]`` the total weight learned, kept for
-    MOA's rule). Signature of ``learners.compiled.single_run``."""
+    """Online boosting over rows; ``ipar = [seed, vote, lambda rule]`` (``SEED``, ``VOTE``,
+    ``RULE``), ``fstate = [lambda_sc, lambda_sw, seen]`` (rows ``SC``, ``SW``, ``SEEN``, one
+    column per member; ``seen[0]`` the total weight learned, kept for MOA's rule). Signature of
+    ``learners.compiled.single_run``."""
     return ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
                         n_cls, code_attr, need, hint, hinted, BOOSTING)  # fmt: skip
+
+
+@nb.njit(cache=True)
+def io_records(io, start, do_learn, cats, code_attr):
+    """The ``Rows``, ``Scratch`` and output rows of a ``RunIO`` call from row ``start``
+    (``learners.compiled.single_run_io`` says what ``io`` and ``cats`` give), and the scratch
+    to keep alive until the rows loop is done."""
+    pk, pv = io_scratch(io, start, do_learn)
+    xc, out = io_rows(io, start, cats)
+    rows = Rows(io.xn, xc, io.ys, io.ws, io.seqs, io.n_cls)
+    return rows, Scratch(unowned(code_attr), unowned(pk), unowned(pv), io.hint), out, pk, pv
 
 
 @nb.njit(cache=True)
 def ensemble_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats, method):
     """``ensemble_run`` over a ``RunIO`` (``learners.compiled.single_run_io``, which says what
     ``io`` and ``cats`` give; ``TreeBank.run_one``); one specialisation per ``method``."""
-    pk, pv = io_scratch(io, start, do_learn)
-    xc, out = io_rows(io, start, cats)
-    done = ensemble_rows(B, io.ipar, io.fstate, io.xn, xc, io.ys, io.ws, io.seqs, start, do_predict,
-                         do_learn, out, io.n_cls, unowned(code_attr), need, method, unowned(pk),
-                         unowned(pv), io.hint, hinted)  # fmt: skip
+    rows, sc, out, pk, pv = io_records(io, start, do_learn, cats, code_attr)
+    done = ensemble_rows(B, io.ipar, io.fstate, rows, out, sc, start, do_predict, do_learn, need,
+                         hinted, method)  # fmt: skip
     keep_alive(pk, pv)
     io_label(io, do_predict, done)
     return done
@@ -327,20 +388,18 @@ def ensemble_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted,
 
 @nb.njit(cache=True, nogil=True)
 def bagging_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats):
-    """``bagging_run``'s IO run kernel (``learners.compiled.register_io_run``)."""
+    """``bagging_run``'s IO run kernel (``learners.compiled.register_io_run``; registered by
+    ``ensembles.backends.CompiledBackend``)."""
     return ensemble_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats,
                            BAGGING)  # fmt: skip
 
 
 @nb.njit(cache=True, nogil=True)
 def boosting_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats):
-    """``boosting_run``'s IO run kernel (``learners.compiled.register_io_run``)."""
+    """``boosting_run``'s IO run kernel (``learners.compiled.register_io_run``; registered by
+    ``ensembles.backends.CompiledBackend``)."""
     return ensemble_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats,
                            BOOSTING)  # fmt: skip
-
-
-register_io_run(bagging_run, bagging_run_io)
-register_io_run(boosting_run, boosting_run_io)
 
 
 @nb.njit(cache=True)
@@ -444,69 +503,88 @@ def reserve_pools(B, m, w_need, g_need):
         B.pgen[0] += 1
 
 
+class Schedule(NamedTuple):
+    """Which members a thread of ``bagging_members`` runs over which rows (module comment above)."""
+
+    order: np.ndarray  # the members this thread tries, in order
+    claimed: np.ndarray  # [M] > 0 once a thread runs member m (shared by the phase's threads)
+    base: int  # first row of the block
+    stop: int  # end of the block
+    progress: np.ndarray  # [M] next row of member m
+    halt: np.ndarray  # [1] set by a member that stopped: the others stop too
+
+
+class Votes(NamedTuple):
+    """Each member's kept prediction of each row of a block (``bagging_votes`` adds them up)."""
+
+    n: np.ndarray  # [M, rows] number of classes
+    k: np.ndarray  # [M, rows, C] their codes
+    p: np.ndarray  # [M, rows, C] their probabilities
+
+
 @nb.njit(cache=True, nogil=True)
 def bagging_members(B, ipar, xn, xc, ys, ws, seqs, n_cls, code_attr, need, do_predict, do_learn,
                     order, claimed, base, stop, progress, halt, vote_n, vote_k, vote_p):  # fmt: skip
     """Online bagging (Oza 2001, Fig. 3.3) of the members in ``order`` that this thread claims,
     each alone over its rows ``progress[m]..stop``: predict row r (its sparse probabilities into
     ``vote_n[m, r - base]``, ``vote_k[m, r - base]``, ``vote_p[m, r - base]``), then learn it with
-    weight k ~ Poisson(1).
+    weight k ~ Poisson(1) (``bagging_step``).
 
     The threads of a phase share ``claimed`` (zeros): a thread runs member m when it is the first
     to count it there (atomically), so each member runs in one thread. A thread's ``order`` lists
     its own group of members, then the others' from their ends: it runs its own (whose trees its
     core's cache holds from the last phase), then takes what the others have not reached yet.
 
-    A member stops at a row it cannot learn without growing shared arrays (``has_room``,
-    ``pools_have_room``) and sets ``halt[0]``, which stops the other members at their next row
-    (so that all go on together once the arrays have grown); ``progress[m]`` is where a member
-    stopped (``stop`` when done)."""
+    A member stops at a row it may learn (weight > 0) without room to do so unless shared arrays
+    grow (``has_room``, ``pools_have_room``) and sets ``halt[0]``, which stops the other members
+    at their next row (so that all go on together once the arrays have grown); ``progress[m]``
+    is where a member stopped (``stop`` when done)."""
     C = classes_needed(n_cls, ys, base, do_learn)
     pk, pv, hint = member_buffers(B, C)
     # reference-count-free views (learners.compiled.unowned), as ensemble_run's: the threads
     # share the arguments (held by the caller), the buffers are this frame's until keep_alive
-    bagging_member_rows(B, unowned(ipar), unowned(xn), unowned(xc), unowned(ys), unowned(ws),
-                        unowned(seqs), unowned(n_cls), unowned(code_attr), need, do_predict,
-                        do_learn, unowned(order), unowned(claimed), base, stop, unowned(progress),
-                        unowned(halt), unowned(vote_n), unowned(vote_k), unowned(vote_p),
-                        unowned(pk), unowned(pv), unowned(hint))  # fmt: skip
+    rows = Rows(unowned(xn), unowned(xc), unowned(ys), unowned(ws), unowned(seqs), unowned(n_cls))
+    sched = Schedule(unowned(order), unowned(claimed), base, stop, unowned(progress),
+                     unowned(halt))  # fmt: skip
+    votes = Votes(unowned(vote_n), unowned(vote_k), unowned(vote_p))
+    sc = Scratch(unowned(code_attr), unowned(pk), unowned(pv), unowned(hint))
+    bagging_member_rows(B, unowned(ipar), rows, sched, votes, sc, need, do_predict, do_learn)
     keep_alive(pk, pv, hint)
 
 
 @nb.njit(cache=True)
-def bagging_member_rows(B, ipar, xn, xc, ys, ws, seqs, n_cls, code_attr, need, do_predict,
-                        do_learn, order, claimed, base, stop, progress, halt, vote_n, vote_k,
-                        vote_p, pk, pv, hint):  # fmt: skip
+def bagging_member_rows(B, ipar, rows, sched, votes, sc, need, do_predict, do_learn):
     """The loop of ``bagging_members`` (on unowned views)."""
-    n_cat = xc.shape[1]
-    n_num = xn.shape[1]
-    for m in order:
+    n_cat = rows.xc.shape[1]
+    n_num = rows.xn.shape[1]
+    halt, progress, base, stop = sched.halt, sched.progress, sched.base, sched.stop
+    pk, pv, hint = sc.pk, sc.pv, sc.hint
+    for m in sched.order:
         if halt[0] != 0:
             break
-        if progress[m] >= stop or take(claimed, m) != 0:  # done, or another thread's
+        if progress[m] >= stop or take(sched.claimed, m) != 0:  # done, or another thread's
             continue
         r = progress[m]
         while r < stop and halt[0] == 0:
-            # k ~ Poisson(1), keyed by (seed, example, member) as in bagging_learn
-            k = poisson(1.0, ipar[0], seqs[r], m) if do_learn and ws[r] > 0.0 else 0
-            nc = n_cls[r]
-            if k > 0:
-                nc = classes_after(n_cls, ys, r)
+            learn = do_learn and rows.ws[r] > 0.0
+            if learn:  # room for all that learning the row can take, before predicting it
+                nc = classes_after(rows.n_cls, rows.ys, r)
                 w_need, g_need = pool_demand(n_cat, n_num, nc, need)
                 if not (has_room(B, B, need) and pools_have_room(B, m, w_need, g_need)):
                     halt[0] = 1
                     break
             hint[m, 0] = -1
-            xr = xn[r]
-            cr = xc[r]
+            xr = rows.xn[r]
+            cr = rows.xc[r]
             if do_predict:
-                n = tree_proba(B, B, m, xr, cr, n_cls[r], code_attr, pk, pv, hint)
-                vote_n[m, r - base] = n
+                n = tree_proba(B, B, m, xr, cr, rows.n_cls[r], sc.code_attr, pk, pv, hint)
+                votes.n[m, r - base] = n
                 for i in range(n):
-                    vote_k[m, r - base, i] = pk[i]
-                    vote_p[m, r - base, i] = pv[i]
-            if k > 0:  # train h_m with weight k (a weight, not k repeated updates)
-                tree_learn(B, B, m, xr, cr, ys[r], k * ws[r], nc, code_attr, pk, pv, hint)
+                    votes.k[m, r - base, i] = pk[i]
+                    votes.p[m, r - base, i] = pv[i]
+            if learn:
+                ex = Example(xr, cr, rows.ys[r], rows.ws[r], rows.seqs[r], nc)
+                bagging_step(B, m, 1.0, ipar[SEED], ex, sc)
             r += 1
         progress[m] = r
 
@@ -536,7 +614,7 @@ def bagging_votes(ipar, vote_n, vote_k, vote_p, base, stop, n_cls, out):
             k = vote_n[m, r - base]
             if k <= 0:
                 continue
-            if ipar[1] == VOTE_MAJORITY:
+            if ipar[VOTE] == VOTE_MAJORITY:
                 out[r, argmax(vote_k[m, r - base], vote_p[m, r - base], k)] += 1.0
             else:
                 for i in range(k):

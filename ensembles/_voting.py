@@ -15,7 +15,7 @@ from .base import OnlineEnsemble
 class VotingEnsemble(OnlineEnsemble):
     """An online ensemble whose prediction combines members by ``vote``: ``"average"`` (their
     class probabilities, MOA's and river's rule) or ``"majority"`` (their top classes, the
-    thesis' rule). Subclasses' kernels read the rule as ``ipar[1]``; ``votes`` are the rules a
+    thesis' rule). Subclasses' kernels read the rule as ``ipar[VOTE]`` (``_kernels.VOTE``); ``votes`` are the rules a
     subclass offers."""
 
     votes: tuple[str, ...] = ("average", "majority")

@@ -5,6 +5,7 @@ arrays behind them: built, saved, loaded and described here; the kernels are in
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -164,10 +165,12 @@ def add_description(out: dict, st, window: int, drift: str | None) -> None:
 
 class DriftReport:
     """``n_drifts``, ``diversity()`` and the adaptive part of ``describe()`` for an ensemble whose
-    ``_float_state`` is an ``AdaptiveStruct`` when ``adaptive`` (with ``_window`` and ``drift``)."""
+    ``_float_state`` is an ``AdaptiveStruct`` when ``adaptive`` (with ``_window`` and ``drift``).
+    Each reads it after the ensemble's ``_settled()`` (a deferred learn changes it)."""
 
     drift: str | None
     _float_state: Any
+    _settled: Callable[[], Any]  # the ensemble's (OnlineEnsemble._settled)
 
     @property
     def adaptive(self) -> bool:  # the ensemble's
@@ -180,17 +183,101 @@ class DriftReport:
     @property
     def n_drifts(self) -> int:
         """Members reset after a detected drift so far (0 without ``drift``)."""
-        return int(self._float_state.counters[ak.RESETS]) if self.adaptive else 0
+        if not self.adaptive:
+            return 0
+        self._settled()
+        return int(self._float_state.counters[ak.RESETS])
 
     def diversity(self) -> dict | None:
         """Diversity of the members over the window (``describe()["diversity"]``; ``None``
         without a window)."""
         if not self.adaptive or self._window == 0:
             return None
+        self._settled()
         return describe(self._float_state, self._window, None)["diversity"]
 
     def describe(self) -> dict:
-        out = super().describe()  # type: ignore[misc]
+        out = super().describe()  # type: ignore[misc]  # (it settles the model)
         if self.adaptive:
             add_description(out, self._float_state, self._window, self.drift)
         return out
+
+
+class PredictionReusingRunner:
+    """The per-example calls (``run_one``) of adaptive online bagging, which reuse the members'
+    predictions of ``x`` from ``predict_one(x)`` for the ``learn_one(x, y)`` that follows it.
+
+    River's loop is ``predict_one(x)`` then ``learn_one(x, y)``; the adaptive kernel needs each
+    member's prediction of ``x`` before learning it (the window, the detectors). The kernel
+    keeps them in the state (``st.mpred``), and a learn reuses them (``ipar[REUSE]`` set for
+    its call, 0 between calls) when its ``x`` is the one the last call predicted (the same
+    object and the same content) and nothing ran in between. A learn that the bank defers
+    (``TreeBank.run_one(..., defer=True)``, ``w > 0``) is run by the next call as its first row:
+    that call reuses them (no kernel ran in between); a reader's flush (``TreeBank.flush``)
+    runs with ``REUSE`` 0 and predicts the members again.
+
+    One Python call between the model and the bank, as for the plain model (whose ``run_one``
+    is a ``functools.partial`` of the bank's); ``CompiledBackend`` builds it when the ensemble
+    names it (``OnlineEnsemble._runner``).
+    """
+
+    __slots__ = ("bank_run_one", "kernel", "ipar", "fstate", "flag", "flush", "last", "copy",
+                 "kept")  # fmt: skip
+
+    def __init__(self, backend: Any) -> None:
+        self.bank_run_one = backend.bank.run_one
+        self.kernel, self.ipar, self.fstate = backend.kernel, backend.ipar, backend.fstate
+        self.flag = backend.ipar.data  # ipar[REUSE] (a memoryview: cheaper to set)
+        self.flush = backend.flush
+        self.forget()
+
+    def forget(self) -> None:
+        """No member prediction of the last call is reused (the members change otherwise)."""
+        self.last: Any = None  # x, if the last call predicted it
+        self.copy: Any = None  # a copy of that x (its content then)
+        self.kept = False  # the last call was a learn deferred right after its x's prediction
+
+    def run_one(self, x, y=None, w: float = 0.0, *, predict: bool = True, learn: bool = False,
+                label_only: bool = False, defer: bool = False):  # fmt: skip
+        """``TreeBank.run_one`` of the model's kernel, with ``REUSE`` set when it applies."""
+        last, kept = self.last, self.kept
+        self.last = None
+        self.kept = False
+        kernel, ipar, fstate = self.kernel, self.ipar, self.fstate
+        if not learn:  # a kept learn runs as this call's first row, with the kept predictions
+            if kept:
+                out = self._reusing(x, y, w, predict, False, label_only, False)
+            else:
+                out = self.bank_run_one(kernel, ipar, fstate, x, y, w, predict=predict,
+                                        label_only=label_only)  # fmt: skip
+            if predict and type(x) is dict:
+                self.last = x
+                self.copy = dict(x)
+            return out
+        if kept:  # the kept learn first, with the kept predictions: not this call's
+            self.flag[ak.REUSE] = 1
+            try:
+                self.flush()
+            finally:
+                self.flag[ak.REUSE] = 0
+        # (kept and reuse exclude each other: kept means that the last call was a learn; a
+        # kept learn is always run as the first row of a kernel call: the fused one, or a flush)
+        if last is x and not predict and x is not None and self.copy == x:  # predicted just now
+            if defer:  # kept for the next call, which reuses the predictions (w > 0: a learn)
+                out = self.bank_run_one(kernel, ipar, fstate, x, y, w, predict=False, learn=True,
+                                        label_only=label_only, defer=True)  # fmt: skip
+                self.kept = w > 0.0
+                return out
+            return self._reusing(x, y, w, False, True, label_only, False)
+        return self.bank_run_one(kernel, ipar, fstate, x, y, w, predict=predict, learn=True,
+                                 label_only=label_only, defer=defer)  # fmt: skip
+
+    def _reusing(self, x, y, w, predict, learn, label_only, defer):
+        """One bank call with ``ipar[REUSE]`` set (0 again after it, whatever happens)."""
+        self.flag[ak.REUSE] = 1
+        try:
+            return self.bank_run_one(self.kernel, self.ipar, self.fstate, x, y, w,
+                                     predict=predict, learn=learn, label_only=label_only,
+                                     defer=defer)  # fmt: skip
+        finally:
+            self.flag[ak.REUSE] = 0

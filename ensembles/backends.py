@@ -27,12 +27,12 @@ import numpy as np
 
 from learners import LimitError, Limits
 from learners.base import check_weight, check_weights
-from learners.compiled import TreeBank, bank_params, io_run_of
+from learners.compiled import TreeBank, bank_params, io_run_of, register_io_run
 from learners.jit import interpreting, is_cached
 from learners.jit import kernel as compiled
 from learners.schema import CATEGORICAL, Schema, normalize_label
 
-from . import _kernels
+from . import _adaptive, _kernels
 from .members import member_clone
 
 MAX_THREADS = 256
@@ -63,6 +63,23 @@ def check_threads(threads: Any) -> int:
     return int(threads)
 
 
+# The ensembles' run kernels and their IO run kernels (``learners.compiled.register_io_run``):
+# the backend that runs one registers the pair with the bank (``CompiledBackend``), so that the
+# bank calls it through its IO run kernel; the kernel modules register nothing themselves.
+IO_RUN_KERNELS: dict[Any, Any] = {
+    _kernels.bagging_run: _kernels.bagging_run_io,
+    _kernels.boosting_run: _kernels.boosting_run_io,
+    _adaptive.adaptive_run: _adaptive.adaptive_run_io,
+    _adaptive.boosting_adaptive_run: _adaptive.boosting_adaptive_run_io,
+}
+
+
+def io_kernel_of(kernel: Any) -> Any:
+    """The IO run kernel of run kernel ``kernel`` (an ensemble's, ``IO_RUN_KERNELS``, or one
+    ``learners`` registered itself: ``single_run``'s), or None."""
+    return IO_RUN_KERNELS.get(kernel) or io_run_of(kernel)
+
+
 log = logging.getLogger("chorus")
 _NOTED: set = set()  # run kernels note_compile has looked at in this process
 _on_purpose = threading.local()  # compiling_on_purpose's flag, per thread
@@ -88,7 +105,7 @@ def note_compile(kernel: Any) -> None:
     if kernel in _NOTED or getattr(_on_purpose, "on", False):
         return
     _NOTED.add(kernel)
-    run = io_run_of(kernel) or kernel
+    run = io_kernel_of(kernel) or kernel
     if interpreting() or getattr(run, "signatures", True) or is_cached(run):
         return
     log.warning("compiling the engine's kernels for %s: numba's cache does not hold them; the "
@@ -109,12 +126,17 @@ class CompiledBackend:
         The model's limits.
     kernel, ipar, fstate
         The ensemble's run kernel, its integer parameters and its float state (updated in place).
+    runner
+        What makes the per-example runner (``runner(backend)``, whose ``run_one`` is this
+        backend's: ``adaptive.PredictionReusingRunner``), or None: ``run_one`` is the bank's own.
     """
 
     native = True
 
     def __init__(self, learner: Any, n_models: int, limits: Limits, kernel: Any,
-                 ipar: np.ndarray, fstate: np.ndarray) -> None:  # fmt: skip
+                 ipar: np.ndarray, fstate: np.ndarray, runner: Any = None) -> None:  # fmt: skip
+        if kernel in IO_RUN_KERNELS:  # the bank calls it through its IO run kernel
+            register_io_run(kernel, IO_RUN_KERNELS[kernel])
         note_compile(kernel)
         self.bank = TreeBank(bank_params(learner), n_models, limits=limits)
         self.n_models = n_models
@@ -124,8 +146,13 @@ class CompiledBackend:
         self.threads = 1
         self.independent_members = False
         # the per-example call: ``run_one(x, y=None, w=0.0, *, predict=True, learn=False,
-        # label_only=False, defer=False)``, bound in C (no Python frame of its own on the hot path)
-        self.run_one = partial(self.bank.run_one, kernel, ipar, fstate)
+        # label_only=False, defer=False)``, the bank's bound in C (no Python frame of its own on
+        # the hot path), or the runner's
+        self.runner: Any = None
+        self.run_one: Any = partial(self.bank.run_one, kernel, ipar, fstate)
+        if runner is not None:
+            self.runner = runner(self)
+            self.run_one = self.runner.run_one
 
     def flush(self) -> None:
         """Run the learn ``run_one(..., defer=True)`` kept (``TreeBank.flush``), if any."""

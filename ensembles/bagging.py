@@ -129,11 +129,9 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         self.window = window
         super().__init__(learner, n_models=n_models, seed=seed, vote=vote, limits=limits)
         self.threads = threads
-        backend = cast(Any, self._backend)
-        if self.adaptive:  # decided once here, not on every call of the plain model's hot path
-            backend.run_one = self._reusing(backend)
-        elif backend.native:  # Oza's bagging: a batch may run groups of members in parallel
-            backend.independent_members = True
+        backend = cast(Any, self._be)
+        if backend.native and not self.adaptive:  # Oza's bagging: a batch may run groups of
+            backend.independent_members = True  # members in parallel
 
     @property
     def _window(self) -> int:
@@ -160,79 +158,16 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         self._float_state = adaptive.new_state(self.n_models, self._window, self.poisson_lambda,
                                      self.drift_delta)  # fmt: skip
 
-    # river's loop, predict_one(x) then learn_one(x, y): the kernel keeps the members' predictions
-    # of x, and learning reuses them when x is the same (object and content) and nothing was
-    # learned in between (the encoding cache of TreeBank makes the same check). ``_reuse`` is
-    # [x if the last call predicted it (else None), a copy of that x, whether the last call was
-    # a learn deferred (TreeBank.run_one) right after the prediction of its x: the kernel call
-    # that learns it, the next one, reuses the members' predictions the kernel kept]; a list
-    # the adaptive run_one holds (cheaper to read and set than the model's attributes)
-    _reuse: list
+    def _runner(self) -> Any:
+        """An adaptive model's per-example calls reuse the members' predictions of ``x`` for
+        the learn of ``x`` that follows them (``adaptive.PredictionReusingRunner``); decided once
+        here, not on every call of the plain model's hot path."""
+        return adaptive.PredictionReusingRunner if self.adaptive else None
 
     def _forget_predictions(self) -> None:
         """No member prediction of the last call is reused (the members change otherwise)."""
         if self.adaptive:
-            self._reuse[:] = [None, None, False]
-
-    def _reusing(self, backend: Any) -> Any:
-        """The backend's ``run_one`` for an adaptive model (``learn_one`` / ``predict_*_one`` of
-        the base class call it): flags the kernel to reuse the members' predictions of ``x``
-        when a ``predict`` of the same ``x`` came just before this ``learn``. A deferred learn
-        (``defer``, ``w > 0``) is run by the next call, as its first row: that call reuses them
-        (no kernel ran in between; a reader's flush, ``TreeBank.flush``, runs with ``REUSE`` 0
-        and predicts the members again). A closure that calls the bank itself: one Python call
-        between the model and the bank, as for the plain model (its ``run_one`` a partial)."""
-        bank_run_one = backend.bank.run_one
-        kernel, ipar, fstate = backend.kernel, backend.ipar, backend.fstate
-        flag = ipar.data  # ipar[REUSE], 0 between calls (a memoryview: cheaper to set)
-        REUSE = _adaptive.REUSE
-        reuse = self._reuse = [None, None, False]
-
-        def run_one(x, y=None, w: float = 0.0, *, predict: bool = True, learn: bool = False,
-                    label_only: bool = False, defer: bool = False):  # fmt: skip
-            last, copy, kept = reuse
-            reuse[0] = None
-            reuse[2] = False
-            if not learn:  # a kept learn runs as this call's first row, with the kept predictions
-                if kept:
-                    flag[REUSE] = 1
-                    try:
-                        out = bank_run_one(kernel, ipar, fstate, x, y, w, predict=predict,
-                                           label_only=label_only)  # fmt: skip
-                    finally:
-                        flag[REUSE] = 0
-                else:
-                    out = bank_run_one(kernel, ipar, fstate, x, y, w, predict=predict,
-                                       label_only=label_only)  # fmt: skip
-                if predict and type(x) is dict:
-                    reuse[0] = x
-                    reuse[1] = dict(x)
-                return out
-            if kept:  # the kept learn first, with the kept predictions: not this call's
-                flag[REUSE] = 1
-                try:
-                    backend.flush()
-                finally:
-                    flag[REUSE] = 0
-            # (kept and reuse exclude each other: kept means that the last call was a learn; a
-            # kept learn is always run as the first row of a kernel call: the fused one, or a
-            # flush)
-            if last is x and not predict and x is not None and copy == x:  # predicted just now
-                if defer:  # kept for the next call, which reuses the predictions (w > 0: a learn)
-                    out = bank_run_one(kernel, ipar, fstate, x, y, w, predict=False, learn=True,
-                                       label_only=label_only, defer=True)  # fmt: skip
-                    reuse[2] = w > 0.0
-                    return out
-                flag[REUSE] = 1
-                try:
-                    return bank_run_one(kernel, ipar, fstate, x, y, w, predict=False, learn=True,
-                                        label_only=label_only)  # fmt: skip
-                finally:
-                    flag[REUSE] = 0
-            return bank_run_one(kernel, ipar, fstate, x, y, w, predict=predict, learn=True,
-                                label_only=label_only, defer=defer)  # fmt: skip
-
-        return run_one
+            cast(Any, self._be).runner.forget()
 
     def _run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
         self._forget_predictions()

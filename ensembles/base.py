@@ -66,37 +66,28 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         self.seed = int(seed)
         self.limits = limits
         self._init_extra()
-        # the backend: ``_backend`` for every reader of the model, ``_be`` for the per-example
-        # calls (``learn_one`` defers its kernel call into the next prediction's; see _backend)
+        # how the members run; a learn ``learn_one`` deferred may be kept in it (``_settled``)
         self._be: CompiledBackend | PythonBackend
         if isinstance(learner, NativeLearner):
             self._be = CompiledBackend(learner, self.n_models, self._limits(), self._kernel,
-                                       self._int_params, self._float_state)  # fmt: skip
+                                       self._int_params, self._float_state,
+                                       self._runner())  # fmt: skip
         else:
             self._be = PythonBackend(self, learner, self.n_models, self._limits())
 
-    @property
-    def _backend(self) -> CompiledBackend | PythonBackend:
-        """How the members run, with the learn that ``learn_one`` deferred done (native members:
-        ``learn_one`` checks, encodes and counts the example, and its kernel call runs with the
-        next prediction's, ``TreeBank.run_one``). Every reader of the model goes through here or
-        ``_float_state``; only ``learn_one`` and the predictions use ``_be``."""
+    def _settled(self) -> CompiledBackend | PythonBackend:
+        """The backend with the learn that ``learn_one`` deferred done: the one place where the
+        model runs a deferred learn for a reader.
+
+        ``learn_one`` of native members checks, encodes and counts the example (``n_seen``, the
+        schema: readable at once) and keeps its kernel call, which the next prediction runs
+        with its own (``TreeBank.run_one``). Whatever reads or changes what learning changes
+        (the members' arrays, ``_float_state``) or runs the members otherwise (batches,
+        priming, ``declare``, ``to_state``, ``describe``) calls this first; the per-example
+        calls use ``_be`` as it is."""
         be = self._be
         be.flush()
         return be
-
-    @property
-    def _float_state(self) -> Any:
-        """What the kernel gets as ``fstate`` (updated in place by learning: the deferred learn
-        is done first, as in ``_backend``)."""
-        be = self.__dict__.get("_be")
-        if be is not None:
-            be.flush()
-        return self._fstate
-
-    @_float_state.setter
-    def _float_state(self, state: Any) -> None:
-        self._fstate = state
 
     def _limits(self) -> Limits:
         """The model's limits: ``limits`` if given, else a native learner's, else defaults."""
@@ -121,16 +112,21 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
     def _init_extra(self) -> None:
         pass
 
+    def _runner(self) -> Any:
+        """What makes the compiled backend's per-example runner (``CompiledBackend``'s
+        ``runner``), or None for the bank's own ``run_one``."""
+        return None
+
     # ---------------------------------------------------------------- properties
     @property
     def n_seen(self) -> int:
         """Examples learned so far with ``w > 0`` (the sequence counter keying the Poisson
         draws)."""
-        return self._backend.n_seen
+        return self._be.n_seen  # (counted when learn_one checked the example)
 
     @property
     def classes(self) -> list:
-        return self._backend.classes
+        return self._be.classes
 
     @property
     def threads(self) -> int:
@@ -138,42 +134,42 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         run its members in: online bagging with a native learner runs groups of members in
         parallel, bit-identical to one thread; other ensembles run a batch in one thread. An
         execution setting, not part of the model (not in its spec or state)."""
-        return self._backend.threads
+        return self._be.threads
 
     @threads.setter
     def threads(self, threads: int) -> None:
-        self._backend.threads = check_threads(threads)
+        self._be.threads = check_threads(threads)
 
     def knows_feature(self, name: str) -> bool | None:
         """Whether the model has learned (or been declared) feature ``name``; ``None`` when it
         cannot tell (a non-native base learner). A feature it does not know is ignored by
         predictions."""
-        return self._backend.knows_feature(name)
+        return self._be.knows_feature(name)
 
     def feature_kind(self, name: str) -> str | None:
         """``"numeric"`` or ``"categorical"`` for a feature the model has learned or been
         declared, else ``None`` (also for a non-native base learner, which cannot tell)."""
-        return self._backend.feature_kind(name)
+        return self._be.feature_kind(name)
 
     def declare(self, features: dict[str, str] | None = None, classes: list | None = None) -> None:
         """Pre-seed feature kinds and class labels (see docs/engine-api.md)."""
-        self._backend.declare(features, classes)
+        self._settled().declare(features, classes)
 
     def _set_n_seen(self, n: int) -> None:
-        self._backend.n_seen = n
+        self._settled().n_seen = n
 
     # the slow path's members and classes (the algorithms' ``_py_predict`` / ``_py_learn`` read them)
     @property
     def _members(self) -> list:
-        return self._backend.members  # type: ignore[union-attr]
+        return self._be.members  # type: ignore[union-attr]
 
     @_members.setter
     def _members(self, members: list) -> None:
-        self._backend.members = members  # type: ignore[union-attr]
+        self._be.members = members  # type: ignore[union-attr]
 
     @property
     def _classes(self) -> list:
-        return self._backend.class_list  # type: ignore[union-attr]
+        return self._be.class_list  # type: ignore[union-attr]
 
     def _top_class(self, p: dict[Label, float]) -> Label | None:
         """The class a member's prediction ``p`` votes for: ties broken in the ensemble's class
@@ -190,16 +186,17 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
     # ---------------------------------------------------------------- the model API
     _kernel: Any = None  # compiled run kernel (signature of learners.compiled.single_run)
     _int_params = np.zeros(1, np.int64)  # what the kernel gets as ``ipar``
-    _fstate: Any = np.zeros((1, 1))  # what the kernel gets as ``fstate`` (_float_state)
+    # what the kernel gets as ``fstate``: updated in place by learning (read it after _settled)
+    _float_state: Any = np.zeros((1, 1))
     # learn_one defers its kernel call into the next prediction's (TreeBank.run_one); False on
     # an instance learns at once (the tests' reference)
     _defer_learns = True
 
     def _reads_frames(self) -> bool:
-        return self._backend.native  # the bank's run encodes through Schema.encode_rows
+        return self._be.native  # the bank's run encodes through Schema.encode_rows
 
     def _run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
-        return self._backend.run(X, ys, ws, predict=predict, learn=learn)
+        return self._settled().run(X, ys, ws, predict=predict, learn=learn)
 
     def _py_predict(self, x: Features) -> dict:
         raise NotImplementedError
@@ -268,15 +265,15 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
     # ---------------------------------------------------------------- member access (batch, priming)
     def _encode_block(self, X, y):
         """The block encoded once for every member (``None`` on the slow path)."""
-        return self._backend.encode_block(X, y)
+        return self._settled().encode_block(X, y)
 
     def _member_fit(self, m: int, X, y, weights: np.ndarray, enc=None) -> None:
         """Learn the block into member m with per-row weights (bootstrap counts)."""
-        self._backend.member_fit(m, X, y, weights, enc)
+        self._settled().member_fit(m, X, y, weights, enc)
 
     def _member_correct(self, m: int, X, y, enc=None) -> np.ndarray:
         """Boolean per row: does member m classify it correctly?"""
-        return self._backend.member_correct(m, X, y, enc)
+        return self._settled().member_correct(m, X, y, enc)
 
     # ---------------------------------------------------------------- specs and state
     def spec(self) -> dict:
@@ -293,7 +290,7 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
                 "state_bytes": self.state_bytes, "members": self._describe_members()}  # fmt: skip
 
     def _describe_members(self) -> list[dict]:
-        return self._backend.describe_members()
+        return self._settled().describe_members()
 
     @property
     def state_bytes(self) -> int:
@@ -301,7 +298,7 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         (the members' rows in use and the schema's names, values and labels:
         ``TreeBank.used_bytes``) plus the ensemble's own arrays; with Python members, the
         saved state's size."""
-        bank = getattr(self._backend, "bank", None)
+        bank = getattr(self._settled(), "bank", None)
         if bank is not None:
             return bank.used_bytes + sum(a.nbytes for a in self._extra_arrays().values())
         st = self.to_state()
@@ -312,7 +309,7 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         """Bytes the model holds in memory: compiled members' arrays as allocated (room to grow
         and the row index) and their schema (``TreeBank.memory_bytes``) plus the ensemble's own
         arrays; with Python members, twice the saved state (arrays grow by doubling)."""
-        bank = getattr(self._backend, "bank", None)
+        bank = getattr(self._settled(), "bank", None)
         if bank is None:
             return 2 * self.state_bytes
         return bank.memory_bytes + sum(a.nbytes for a in self._extra_arrays().values())
@@ -329,8 +326,9 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
             "format": STATE_FORMAT, "version": STATE_VERSION, "type": type(self).__name__,
             "spec": self.spec(), "n_seen": self.n_seen,
         }  # fmt: skip
+        backend = self._settled()  # (before _extra_arrays: they read _float_state)
         arrays = dict(self._extra_arrays())
-        self._backend.save(header, arrays)
+        backend.save(header, arrays)
         json.dumps(header)
         return {"header": header, "arrays": arrays}
 
@@ -344,14 +342,14 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
             raise ValueError(f"state is for {h.get('type')!r}, not {cls.__name__}")
         obj = cls.from_spec(h["spec"])
         obj._set_n_seen(int(h["n_seen"]))
-        obj._backend.load(h, state["arrays"])
+        obj._be.load(h, state["arrays"])
         obj._load_extra(state["arrays"])
         return obj
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
-        if isinstance(self._backend, PythonBackend):  # its algorithm is this object's
-            self._backend.ensemble = self
+        if isinstance(self._be, PythonBackend):  # its algorithm is this object's
+            self._be.ensemble = self
 
 
 def resample_counts(

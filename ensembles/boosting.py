@@ -160,7 +160,8 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
             raise ValueError("drift and window need a native learner (hoeffding_tree, "
                              "naive_bayes, stump)")  # fmt: skip
         self._kernel = cast(Any, _adaptive.boosting_adaptive_run)
-        self._int_params = adaptive.int_params(self.seed, int(self._int_params[1]), self.drift,
+        vote = int(self._int_params[_kernels.VOTE])
+        self._int_params = adaptive.int_params(self.seed, vote, self.drift,
                                                self._window, lambda_rule=rule)  # fmt: skip
         self._float_state = adaptive.new_state(self.n_models, self._window, 1.0,
                                                 self.drift_delta)  # fmt: skip
@@ -168,17 +169,22 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
     @property
     def _lam(self) -> np.ndarray:
         """``[lambda_sc, lambda_sw, seen]``, one column per member (updated in place by the
-        kernel; ``seen[0]`` is the total weight learned, kept for MOA's rule)."""
+        kernel; ``seen[0]`` is the total weight learned, kept for MOA's rule). As it is: a
+        deferred learn is done by ``_settled()``, which its public readers call."""
         st: Any = self._float_state
         return st.lam if self.adaptive else st
 
     @property
     def _lam_sc(self) -> np.ndarray:
-        return self._lam[0]
+        """lambda_sc per member, learned: after ``_settled()``."""
+        self._settled()
+        return self._lam[_kernels.SC]
 
     @property
     def _lam_sw(self) -> np.ndarray:
-        return self._lam[1]
+        """lambda_sw per member, learned: after ``_settled()``."""
+        self._settled()
+        return self._lam[_kernels.SW]
 
     _kernel = staticmethod(_kernels.boosting_run)
 
@@ -236,7 +242,7 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
     def _extra_arrays(self) -> dict[str, np.ndarray]:
         out = {"boost.lam_sc": self._lam_sc.copy(), "boost.lam_sw": self._lam_sw.copy()}
         if self.lambda_rule == "moa":
-            out["boost.seen"] = self._lam[2, :1].copy()
+            out["boost.seen"] = self._lam[_kernels.SEEN, :1].copy()
         if self.adaptive:
             out.update(adaptive.state_arrays(self._float_state))
         return out
@@ -289,6 +295,6 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
             elif eps >= 0.5 or math.isclose(eps, 0.0):
                 D = np.full(N, 1.0 / N)  # AdaBoost would stop; restart the weights instead
         if self.lambda_rule == "moa":
-            self._lam[2, 0] += N  # the block's weight, in MOA's total N
+            self._lam[_kernels.SEEN, 0] += N  # the block's weight, in MOA's total N
         self._set_n_seen(self.n_seen + N)
         return self

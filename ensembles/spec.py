@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from learners import NativeLearner
-from learners.compiled import io_run_of, make_run_io
+from learners.compiled import make_run_io
 from learners.jit import is_cached
 from learners.mlp import mlp_run
 
 from . import _adaptive, _kernels
+from .backends import io_kernel_of
 from .bagging import OnlineBagging
 from .base import OnlineEnsemble, check_spec_keys
 from .boosting import OnlineBoosting
@@ -26,7 +27,7 @@ ENSEMBLES: dict[str, type[OnlineEnsemble]] = {
 def run_kernels(ensemble: str) -> tuple:
     """The compiled run kernels a model of ensemble kind ``ensemble`` (``build_model`` names) may
     call: the kind's own and the adaptive one of its drift options (each as its IO run kernel,
-    ``learners.compiled.register_io_run``, through which the bank calls it), bagging's
+    ``ensembles.backends.IO_RUN_KERNELS``, through which the bank calls it), bagging's
     member-parallel ones, and the MLP learner's (an MLP member runs its own kernel; the native
     learners share the ensemble's)."""
     own = ENSEMBLES[ensemble]._kernel
@@ -34,7 +35,7 @@ def run_kernels(ensemble: str) -> tuple:
                 "boosting": (_adaptive.boosting_adaptive_run,)}.get(ensemble, ())  # fmt: skip
     # a run kernel with an IO run kernel runs through it (TreeBank.run_one and its batches): the
     # IO run kernel is what compiles, with the constructor of its buffers' struct
-    runs = tuple(io_run_of(k) or k for k in (own, *adaptive))
+    runs = tuple(io_kernel_of(k) or k for k in (own, *adaptive))
     # bagging's member-parallel batches (CHORUS_THREADS > 1; app.warmup compiles them too)
     parallel = (
         (_kernels.bagging_members, _kernels.make_room, _kernels.bagging_votes)

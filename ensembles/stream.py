@@ -79,7 +79,7 @@ def run_batches(model: Any, batches: Iterable[Any], *, predict: bool) -> Iterato
     """Each batch's answers (``predict``: ``predict_learn_many``'s; else ``None``, once the
     batch is learned), with the members of a batch running while the calling thread encodes the
     next (see the module's docstring)."""
-    backend = model._backend
+    backend = model._settled()
     frames = model._reads_frames()
     learner: ThreadPoolExecutor | None = None
     flowing: _Batch | None = None  # the batch whose members are learning

@@ -14,6 +14,7 @@ import pytest
 
 from ensembles import OnlineBagging, OnlineBoosting
 from ensembles import _adaptive as ak
+from ensembles.adaptive import PredictionReusingRunner
 from learners import HoeffdingTree, jit
 from tests.test_drift import flip_stream
 
@@ -51,7 +52,7 @@ def test_interpreted_calls_never_make_the_struct() -> None:
         first = _loop(twin, data[:100])
     finally:
         jit.set_interpreted(False)
-    st = twin._be.fstate  # (not _float_state: it would run the kept learn, compiled)
+    st = twin._float_state  # (as it is: the kept learn is not run)
     assert "_meminfo" not in st.__dict__
     rest = _loop(twin, data[100:])  # compiled from here on
     assert "_meminfo" in st.__dict__
@@ -81,9 +82,10 @@ def test_river_loop_flags_the_reuse_of_the_members_predictions() -> None:
         return be.bank.run_one(kernel, ipar, fstate, x, y, w, predict=predict, learn=learn,
                                label_only=label_only, defer=defer)  # fmt: skip
 
-    be.run_one = model._reusing(SimpleNamespace(
+    be.runner = PredictionReusingRunner(SimpleNamespace(
         bank=SimpleNamespace(run_one=spy), kernel=be.kernel, ipar=be.ipar, fstate=be.fstate,
         flush=be.flush))  # fmt: skip
+    be.run_one = be.runner.run_one
     data = list(flip_stream(40, drift_at=20, seed=6))
     for i, (x, y) in enumerate(data):
         model.predict_one(x)

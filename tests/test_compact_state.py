@@ -53,7 +53,7 @@ def test_high_cardinality_state_is_compact_and_goes_on_exactly(kind):
     W = [1.0 if i % 9 else 2.5 for i in range(len(data))]
     X, Y = [x for x, _ in data], [y for _, y in data]
     model.predict_learn_many(X[:4000], Y[:4000], W[:4000])
-    bank = model._backend.bank
+    bank = model._settled().bank
     dead, freed = _garbage(bank)
     if kind != "bagging_nb":  # leaves split and blocks grew: the live pools carry garbage
         assert dead > 0
@@ -93,8 +93,10 @@ def test_saving_changes_nothing_in_the_saved_model():
         m1.learn_many([x for x, _ in block], [y for _, y in block])
         m2.learn_many([x for x, _ in block], [y for _, y in block])
         m1.to_state()
-    for name in m1._backend.bank.T._fields:
-        assert np.array_equal(getattr(m1._backend.bank.T, name), getattr(m2._backend.bank.T, name))
+    for name in m1._settled().bank.T._fields:
+        assert np.array_equal(
+            getattr(m1._settled().bank.T, name), getattr(m2._settled().bank.T, name)
+        )
 
 
 def _version_3(model) -> dict:
@@ -103,7 +105,7 @@ def _version_3(model) -> dict:
     lists, stale marks and heads on freed rows, dead class entries)."""
     from learners.tree.alloc import AXES, VALUES_PER_ENTRY  # the saved axes, as version 3 cut them
 
-    bank = model._backend.bank
+    bank = model._settled().bank
     bank.flush()
     T = bank.T
     hw = {"N": T.n_nodes, "L": T.n_slots, "F": T.n_f, "E": T.n_v, "O": T.n_o, "P": T.w_used,
@@ -151,7 +153,7 @@ def test_version_3_states_with_garbage_load_and_go_on(make):
     seen = dict.fromkeys(("feature rows", "value rows", "observers", "slots", "marks"), 0)
     for i, (x, y) in enumerate(data[:-20]):
         model.learn_one(x, y)
-        T = model._backend.bank.T
+        T = model._settled().bank.T
         found = {"feature rows": (T.f_freed >= 0).any(), "value rows": (T.v_freed >= 0).any(),
                  "observers": (T.o_freed >= 0).any(), "slots": (T.n_free > 0).any(),
                  "marks": (T.o_fresh > 2).any()}  # fmt: skip

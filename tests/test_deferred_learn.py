@@ -313,7 +313,7 @@ def test_learn_one_keeps_its_kernel_call_for_the_next_prediction() -> None:
     """The point of it: in river's loop one compiled call per example, none from ``learn_one``;
     the kept learn is run by the prediction, not before it and not twice."""
     model = ensembles.OnlineBagging(_ht(), n_models=3, seed=1)
-    bank = model._backend.bank
+    bank = model._settled().bank
     calls = []
     for i in range(50):
         x = {"a": float(i % 7), "b": "uv"[i % 2]}
@@ -326,7 +326,9 @@ def test_learn_one_keeps_its_kernel_call_for_the_next_prediction() -> None:
     assert bank._pending is None  # the prediction learned it
     model.learn_one({"a": 1.0}, "p")
     assert bank._pending is not None
-    assert model.n_seen == 51 and bank._pending is None  # a reader learned it
+    assert model.n_seen == 51 and bank._pending is not None  # counted: reading it runs nothing
+    model.describe()
+    assert bank._pending is None  # a reader of what learning changes learned it (_settled)
     tree = _ht()
     tree.learn_one({"a": 1.0}, "p")
     assert tree._tb._pending is not None

@@ -292,16 +292,16 @@ def test_a_reset_member_learns_as_a_fresh_one():
     used = OnlineBagging(HoeffdingTree(grace_period=50), n_models=2, seed=0)
     for m in range(2):
         used._member_fit(m, X[old], y[old], np.ones(6000))
-    T = used._backend.bank.T
+    T = used._settled().bank.T
     assert T.n_nodes[0] > 1 and T.n_nodes[1] > 1
-    kernel(tree_reset)(used._backend.bank.view(), 0)
+    kernel(tree_reset)(used._settled().bank.view(), 0)
     assert T.n_nodes[0] == 1 and T.n_keys[0] == 0 and T.n_nodes[1] > 1
     used._member_fit(0, X[new], y[new], np.ones(5000))
     fresh = OnlineBagging(HoeffdingTree(grace_period=50), n_models=1, seed=0)
     fresh._member_fit(0, X[new], y[new], np.ones(5000))
     assert np.array_equal(used._member_correct(0, X, y), fresh._member_correct(0, X, y))
-    n = int(fresh._backend.bank.T.n_nodes[0])
-    assert used._backend.bank.T.n_nodes[0] == n > 1
+    n = int(fresh._settled().bank.T.n_nodes[0])
+    assert used._settled().bank.T.n_nodes[0] == n > 1
 
 
 # ----------------------------------------------------------------------------- diversity
@@ -343,7 +343,7 @@ def test_live_diversity_matches_a_recount_of_the_members_predictions():
     from outside with the per-member kernel, example by example."""
     data = list(flip_stream(120, drift_at=10_000, seed=9))
     model = OnlineBagging(NaiveBayes(), n_models=3, seed=4, window=50)
-    bank = model._backend.bank
+    bank = model._settled().bank
     preds, codes = [], []
     for x, y in data:
         out = np.full(1, -1, np.int64)
@@ -576,7 +576,7 @@ def test_output_codes_split_each_pair_of_classes_and_are_pure_functions():
 def member_top(model, m: int, data) -> tuple[np.ndarray, np.ndarray]:
     """Member m's top class code for each row (bits, with output codes) and the rows' class
     codes."""
-    backend = model._backend
+    backend = model._settled()
     xn, xc, yc = backend.encode_block([x for x, _ in data], [v for _, v in data])
     out = np.empty(len(data), dtype=np.int64)
     kernel(member_predict)(backend.bank.view(), m, xn, xc, backend.bank.schema.n_classes,

@@ -45,7 +45,7 @@ MODELS = _models()
 
 
 def _bank(model):
-    return model._bank if hasattr(model, "_bank") else model._backend.bank
+    return model._bank if hasattr(model, "_bank") else model._settled().bank
 
 
 def test_the_checks_are_on_for_the_suite() -> None:

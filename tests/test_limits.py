@@ -124,7 +124,7 @@ def test_20000_distinct_values_keep_state_small():
     model = OnlineBagging(HoeffdingTree(grace_period=50, max_nodes=200), n_models=5, seed=1)
     data = list(_high_cardinality(20_000))
     model.learn_many([x for x, _ in data], [y for _, y in data])
-    assert len(model._backend.bank.schema.cat_values[0]) == 20_000
+    assert len(model._settled().bank.schema.cat_values[0]) == 20_000
     assert model.state_bytes < 8_000_000
     assert model.predict_one({"id": "id5", "a": 0.9, "b": 0.9}) is True
 
@@ -159,7 +159,7 @@ def test_max_state_bytes_stops_learning_not_predicting():
             model.learn_one({"id": f"v{i}", "x": float(i % 7)}, i % 2)
     assert err.value.field == "model"
     assert (
-        model._backend.bank.nbytes + model._backend.bank.schema.text_bytes < 60_000
+        model._settled().bank.nbytes + model._settled().bank.schema.text_bytes < 60_000
     )  # one example past it
     assert model.predict_proba_one({"x": 3.0})
 

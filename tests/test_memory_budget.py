@@ -178,7 +178,7 @@ def test_a_models_cost_counts_its_arrays_in_memory_not_its_compact_state():
                          "seed": 1})  # fmt: skip
     xs = [{"u": f"user{i % 3000}", "x": float(i % 17)} for i in range(6000)]
     model.learn_many(xs, ["ab"[(i * 7) % 3 == 0] for i in range(6000)])
-    bank = model._backend.bank
+    bank = model._settled().bank
     arrays = sum(a.nbytes for a in bank.T)  # what is held: allocated arrays (and the schema)
     assert model.memory_bytes == arrays + bank.schema.held_bytes()
     h = Handle("m", {}, model)

@@ -347,8 +347,8 @@ def test_max_state_bytes_bounds_an_ensemble_of_networks(ensemble):
         except LimitError as err:
             assert err.field == "model"
             refused += 1
-    members = model._backend.members
-    assert sum(m.memory_bytes for m in members) + model._backend.schema.held_bytes() <= limit
+    members = model._settled().members
+    assert sum(m.memory_bytes for m in members) + model._settled().schema.held_bytes() <= limit
     assert refused > 90_000
     assert model.predict_one({"id": "v1", "x": 1.0}) in (True, False)
 

@@ -49,7 +49,7 @@ SEED_ROWS = [({"a": 0.5 * i, "b": i % 3, "k": "uvw"[i % 3], "m": "wuv"[i % 3]}, 
 def _schema(model: Any) -> Any:
     bank = model._tb if isinstance(model, learners.Learner) and hasattr(model, "_tb") else None
     if bank is None:
-        bank = model._backend.bank
+        bank = model._settled().bank
     return bank.schema
 
 

@@ -100,7 +100,7 @@ def test_a_models_cost_counts_its_schema():
     names = _names(0)
     model.learn_many([{f: float(i + j) for j, f in enumerate(names)} for i in range(4)],
                      ["a", "b", "a", "b"])  # fmt: skip
-    arrays = sum(a.nbytes for a in model._backend.bank.T)
+    arrays = sum(a.nbytes for a in model._settled().bank.T)
     cost = estimate_cost(Handle("m", {}, model))
     assert cost >= MODEL_OVERHEAD + arrays + N_FEATURES * NAME
     assert model.memory_bytes >= arrays + N_FEATURES * NAME

@@ -84,7 +84,7 @@ def test_the_per_example_path_of_a_user_id_stream_does_not_rebuild_per_value():
     that learned the same stream as a batch."""
     model = OnlineBagging(NaiveBayes(), n_models=2, seed=1)
     batch = OnlineBagging(NaiveBayes(), n_models=2, seed=1)
-    schema = model._backend.bank.schema
+    schema = model._settled().bank.schema
     seen = []
     xs, ys = [], []
     for i in range(20_000):
@@ -115,4 +115,4 @@ def test_a_new_value_per_example_stops_at_max_values():
                           limits={"max_values": 500, "over_limit": "other"})  # fmt: skip
     for i in range(2_000):
         other.learn_one({"a": 0.5, "user": f"u{i}"}, i % 2 == 0)
-    assert len(other._backend.bank.schema.code_attr) == 501  # 500 values + "other"
+    assert len(other._settled().bank.schema.code_attr) == 501  # 500 values + "other"

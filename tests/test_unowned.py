@@ -16,7 +16,7 @@ from tests.streams import mixed_stream
 
 
 def _bank_of(model: OnlineBagging):
-    return model._backend.bank
+    return model._settled().bank
 
 
 def test_the_bank_takes_no_reference_to_the_state_arrays() -> None:

@@ -20,7 +20,7 @@ from learners.tree.layout import SETTLED
 
 
 def _banks(model):
-    return [model._backend.bank] if hasattr(model, "_backend") else [model._bank]
+    return [model._settled().bank] if hasattr(model, "_settled") else [model._bank]
 
 
 def _stale_all(model) -> None:
