@@ -14,6 +14,7 @@ from .backends import io_kernel_of
 from .bagging import OnlineBagging
 from .base import OnlineEnsemble, check_spec_keys
 from .boosting import OnlineBoosting
+from .forest import AdaptiveRandomForest, StreamingRandomPatches
 from .members import LEARNERS, extra_learners, learner_from_state, learner_spec
 from .single import Single
 
@@ -21,6 +22,8 @@ ENSEMBLES: dict[str, type[OnlineEnsemble]] = {
     "bagging": OnlineBagging,
     "boosting": OnlineBoosting,
     "single": Single,
+    "arf": AdaptiveRandomForest,
+    "srp": StreamingRandomPatches,
 }
 
 
