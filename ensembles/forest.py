@@ -63,6 +63,16 @@ class RandomForest(VotingEnsemble):
         for m in range(self.n_models):  # the first trees' subspaces, one key per member
             self._bank.reset_tree(m, self._first_key(m))
 
+    @classmethod
+    def from_spec(cls, spec: dict) -> Any:
+        """As ``OnlineEnsemble.from_spec``; a ``hoeffding_tree`` learner takes the forests' tree
+        defaults (``FOREST_TREE``: MOA's) for the parameters the spec does not set."""
+        params = spec.get("params") or {}
+        if isinstance(spec, dict) and isinstance(params, dict):
+            if spec.get("learner", "hoeffding_tree") == "hoeffding_tree":
+                spec = {**spec, "params": {**FOREST_TREE, **params}}
+        return super().from_spec(spec)
+
     # ------------------------------------------------------------------ what subclasses set
     def _subspace(self) -> dict:
         """The trees' subspace parameters (``HoeffdingTree``'s ``max_features``, ``subspace``)."""
