@@ -74,7 +74,7 @@ CORRECT, SEEN = 0, 1  # rows of ``acc``
 WARNINGS, DRIFTS, PROMOTED = 0, 1, 2  # rows of ``events``
 KEY_TAG = 1 << 45  # the uniforms of tree keys: (seed, example, member, KEY_TAG + which)
 KEY_SCALE = float(1 << 25)  # (learners.tree.subspace.KEY_BITS)
-NEW_FOREST = -1  # the example number of the first trees' keys
+NEW_FOREST = 1 << 62  # the example number of the first trees' keys (beyond any real one)
 
 
 class ForestState(NamedTuple):

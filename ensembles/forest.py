@@ -39,6 +39,7 @@ class RandomForest(VotingEnsemble):
     (``_training``)."""
 
     votes = ("weighted", "average")
+    trees_only = True  # (its members are Hoeffding trees: no MLP kernel to warm)
     _kernel = staticmethod(fk.forest_run)
 
     def __init__(self, learner: Any = None, *, n_models: int = 10, seed: int = 0,

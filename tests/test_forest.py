@@ -287,3 +287,50 @@ def test_specs_build_and_round_trip():
     assert (srp.training, srp.subspace, srp.n_models) == ("subspaces", 0.5, 10)
     with pytest.raises(ValueError, match="max_features"):
         build_model({"ensemble": "arf", "params": {"max_features": "all"}})
+
+
+# ------------------------------------------------------------------ the service and the CLI
+@pytest.mark.parametrize("kind", ["arf", "srp"])
+def test_served_over_http_and_recovered_from_the_log(kind, tmp_path):
+    """A forest created over HTTP learns and predicts; a restart rebuilds it from the store's
+    log (no snapshot) to the model that went on in memory, prediction for prediction."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.settings import Settings
+
+    settings = Settings(data_dir=tmp_path / "data", snapshot_interval=3600)
+    data = dense(400, 3, n_features=6, flip_at=200)
+    spec = {"name": "f", "ensemble": kind, "learner": "hoeffding_tree", "n_models": 3,
+            "seed": 5, "params": {"grace_period": 20}}  # fmt: skip
+    with TestClient(create_app(settings)) as client:
+        r = client.post("/models", json=spec)
+        assert r.status_code in (200, 201), r.text
+        for x, t in data[:300]:
+            r = client.post("/learn", json={"model": "f", "features": x, "label": t})
+            assert r.status_code == 200, r.text
+        before = [client.post("/predict", json={"model": "f", "features": x}).json()
+                  for x, _ in data[300:]]  # fmt: skip
+        described = client.get("/models/f").json()
+        assert described["spec"]["ensemble"] == kind
+    with TestClient(create_app(settings)) as client:  # a restart: the log replayed
+        after = [client.post("/predict", json={"model": "f", "features": x}).json()
+                 for x, _ in data[300:]]  # fmt: skip
+    assert [b["probabilities"] for b in before] == [a["probabilities"] for a in after]
+    bad = {**spec, "name": "g", "params": {"max_features": "most"}}
+    with TestClient(create_app(settings)) as client:
+        r = client.post("/models", json=bad)
+        assert r.status_code == 422 and "max_features" in r.text
+
+
+def test_replay_takes_the_forests():
+    from app.replay import parse_spec
+
+    assert parse_spec("arf:hoeffding_tree:5:3")["ensemble"] == "arf"
+    assert parse_spec("srp:hoeffding_tree")["n_models"] == 10
+    model = build_model(parse_spec("arf:hoeffding_tree:5:3"))
+    assert isinstance(model, AdaptiveRandomForest) and model.seed == 3
