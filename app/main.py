@@ -79,9 +79,7 @@ def _warm_kinds(specs: Iterable[dict[str, Any]], settings: Settings) -> list[str
         for spec in specs
         if not str(spec.get("learner", "")).startswith("river:")
     ]
-    return [k for k in stored if k in ENSEMBLES] + parse_kinds(
-        settings.warmup
-    )
+    return [k for k in stored if k in ENSEMBLES] + parse_kinds(settings.warmup)
 
 
 def create_app(settings: Settings | None = None, store: Store | None = None) -> FastAPI:

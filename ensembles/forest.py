@@ -101,14 +101,17 @@ class RandomForest(VotingEnsemble):
         self._int_params = np.zeros(fk.N_IPAR, np.int64)
         self._int_params[[fk.SEED, fk.WEIGHTED, fk.TRAIN]] = (
             self.seed, int(self.vote == "weighted"), self._training)  # fmt: skip
-        self._int_params[[adaptive.ak.CLOCK, adaptive.ak.MIN_LEN]] = (adaptive.ADWIN_CLOCK,
-                                                                       adaptive.ADWIN_MIN_LEN)
+        self._int_params[[adaptive.ak.CLOCK, adaptive.ak.MIN_LEN]] = (
+            adaptive.ADWIN_CLOCK,
+            adaptive.ADWIN_MIN_LEN,
+        )
         slots = np.empty((2, M), np.int64)
         slots[fk.FG] = np.arange(M)
         slots[fk.BG] = -1
         self._float_state = fk.ForestState(
-            fpar=np.array([float(self.poisson_lambda), float(self.warning_delta),
-                           float(self.drift_delta)]),  # fmt: skip
+            fpar=np.array(
+                [float(self.poisson_lambda), float(self.warning_delta), float(self.drift_delta)]
+            ),  # fmt: skip
             adwin=adwin.adwin_state(2 * M),
             slots=slots,
             acc=np.zeros((2, M)),

@@ -6,7 +6,13 @@ import pytest
 from river import tree
 from streams import mixed_stream
 
-from ensembles import AdaptiveRandomForest, OnlineBagging, OnlineBoosting, Single, StreamingRandomPatches
+from ensembles import (
+    AdaptiveRandomForest,
+    OnlineBagging,
+    OnlineBoosting,
+    Single,
+    StreamingRandomPatches,
+)
 from learners import MLP, DecisionStump, ExactTree, HoeffdingTree, NaiveBayes, RiverLearner
 from learners.checks import CHECKS, yield_checks
 

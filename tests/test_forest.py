@@ -180,7 +180,9 @@ def test_kernel_is_the_reference(make):
     assert (st.events == ref.events).all()
     assert st.events[fk.DRIFTS].sum() > 0  # the drift was seen
     for m in range(forest.n_models):
-        assert int(forest._bank.T.n_nodes[st.slots[fk.FG, m]]) == ref.fg[m].describe_tree()["n_nodes"]
+        assert (
+            int(forest._bank.T.n_nodes[st.slots[fk.FG, m]]) == ref.fg[m].describe_tree()["n_nodes"]
+        )
 
 
 def _window_accuracy(model, data, lo, hi):
