@@ -128,9 +128,12 @@ class RandomForest(VotingEnsemble):
         cast(Any, self._be).runner.forget()
         return super()._run(X, ys, ws, predict=predict, learn=learn)
 
+    _default_deltas = (1e-4, 1e-5)  # (warning, drift): the class's defaults
+
     def _extra_params(self) -> dict:
         out = super()._extra_params()
-        defaults = {"poisson_lambda": 6.0, "warning_delta": 1e-4, "drift_delta": 1e-5}
+        warning, drift = self._default_deltas
+        defaults = {"poisson_lambda": 6.0, "warning_delta": warning, "drift_delta": drift}
         out.update({k: getattr(self, k) for k, v in defaults.items() if getattr(self, k) != v})
         return out
 
@@ -235,8 +238,8 @@ class AdaptiveRandomForest(RandomForest):
     poisson_lambda
         Rate of the Poisson weights (6, MOA's and river's).
     warning_delta, drift_delta
-        The ADWIN detectors' confidences (1e-4 and 1e-5, MOA's defaults; river's are 0.01 and
-        0.001).
+        The ADWIN detectors' confidences (0.01 and 0.001, MOA's and river's; MOA's before 2019
+        and the paper's "moderate" ARF: 1e-4 and 1e-5).
 
     Examples
     --------
@@ -257,10 +260,12 @@ class AdaptiveRandomForest(RandomForest):
 
     kind = "arf"
 
+    _default_deltas = (0.01, 0.001)
+
     def __init__(self, learner: Any = None, *, n_models: int = 10, seed: int = 0,
                  max_features: str | int | float | None = "sqrt", vote: str = "weighted",
-                 poisson_lambda: float = 6.0, warning_delta: float = 1e-4,
-                 drift_delta: float = 1e-5, limits: Limits | dict | None = None):  # fmt: skip
+                 poisson_lambda: float = 6.0, warning_delta: float = 0.01,
+                 drift_delta: float = 0.001, limits: Limits | dict | None = None):  # fmt: skip
         from learners.native import subspace_rule
 
         try:
@@ -299,7 +304,9 @@ class StreamingRandomPatches(RandomForest):
         MOA's 60%), a count, ``"sqrt"`` or ``"log2"``.
     training
         ``"patches"``, ``"subspaces"`` or ``"resampling"`` (MOA's training methods).
-    learner, n_models, seed, vote, poisson_lambda, warning_delta, drift_delta
+    warning_delta, drift_delta
+        The ADWIN detectors' confidences (1e-4 and 1e-5, MOA's and river's for SRP).
+    learner, n_models, seed, vote, poisson_lambda
         As ``AdaptiveRandomForest``.
 
     Examples
