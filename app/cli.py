@@ -502,7 +502,10 @@ def replay(
     create: Annotated[
         str | None,
         typer.Option(
-            help=f"Model spec ensemble:learner[:n_models[:seed]] (default {DEFAULT_SPEC})."
+            help=f"Model spec ensemble:learner[:n_models[:seed]] (default {DEFAULT_SPEC}). "
+            "Which ensemble: a stream that drifts: arf:hoeffding_tree (then srp); a stationary "
+            "or small stream: bagging or boosting; speed first: single or bagging:naive_bayes "
+            "(docs/forests.md)."
         ),
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed (overrides the spec's).")] = None,

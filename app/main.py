@@ -20,7 +20,7 @@ from app.routes import learn, models, ops, predict
 from app.routes.docs import install_docs
 from app.settings import Settings, get_settings
 from app.stores import Store, StoreConfigError, StoreCorrupt, make_store
-from app.warmup import Warmup, parse_kinds
+from app.warmup import ENSEMBLES, Warmup, parse_kinds
 
 log = logging.getLogger("chorus")
 GC_YOUNG = 10_000  # allocations before a young-generation collection (Python's default: 700)
@@ -79,9 +79,7 @@ def _warm_kinds(specs: Iterable[dict[str, Any]], settings: Settings) -> list[str
         for spec in specs
         if not str(spec.get("learner", "")).startswith("river:")
     ]
-    return [k for k in stored if k in ("bagging", "boosting", "single")] + parse_kinds(
-        settings.warmup
-    )
+    return [k for k in stored if k in ENSEMBLES] + parse_kinds(settings.warmup)
 
 
 def create_app(settings: Settings | None = None, store: Store | None = None) -> FastAPI:

@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 DEFAULT_SPEC = "bagging:hoeffding_tree:10"
-ENSEMBLES = ("bagging", "boosting", "single")
+ENSEMBLES = ("bagging", "boosting", "single", "arf", "srp")
 
 
 class ReplayError(Exception):

@@ -62,8 +62,8 @@ class Settings(BaseSettings):
         tail before each write instead of finding out from a refused append.
     warmup
         Ensemble kinds whose kernels are compiled at start-up, besides those of the stored models
-        (comma-separated ``bagging``, ``boosting``, ``single``; ``all``; ``none``). ``/readyz`` is
-        503 until they are compiled.
+        (comma-separated ``bagging``, ``boosting``, ``single``, ``arf``, ``srp``; ``all``;
+        ``none``). ``/readyz`` is 503 until they are compiled.
     read_staleness
         With ``shared_store``, ``/predict`` catches up with the log when its model was last
         caught up longer ago than this (seconds): the freshness bound of reads.

@@ -3,7 +3,7 @@ warmup``).
 
 numba compiles a kernel the first time it runs and caches the machine code on disk
 (``NUMBA_CACHE_DIR``, default ``__pycache__`` next to the sources). The native learners share one
-run kernel per ensemble kind (``bagging``, ``boosting``, ``single``; the learner and its options
+run kernel per ensemble kind (``bagging``, ``boosting``, ``single``, ``arf``, ``srp``; the learner and its options
 are runtime parameters), so warming a kind with one native learner covers every native learner
 under it. Two more kernels per kind are not that one (``ensembles.spec.run_kernels``): the
 adaptive kernel of the drift options (``drift="adwin"`` / ``"ddm"``, leveraging bagging, the
@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 log = logging.getLogger("chorus")
 
-ENSEMBLES = ("bagging", "boosting", "single")
+ENSEMBLES = ("bagging", "boosting", "single", "arf", "srp")  # (ensembles.spec.ENSEMBLES)
+TREES_ONLY = ("arf", "srp")  # kinds whose members are Hoeffding trees only
 LEARNERS = ("hoeffding_tree", "naive_bayes", "stump", "mlp")
 # the learners whose kernels differ: one native learner (they share the ensemble's) and the MLP
 KERNEL_LEARNERS = ("hoeffding_tree", "mlp")
@@ -38,7 +39,8 @@ def parse_kinds(text: str) -> list[str]:
     Parameters
     ----------
     text
-        Comma-separated ensemble kinds (``bagging``, ``boosting``, ``single``), ``all`` or
+        Comma-separated ensemble kinds (``bagging``, ``boosting``, ``single``, ``arf``,
+        ``srp``), ``all`` or
         ``none`` (also empty).
 
     Returns
@@ -112,7 +114,7 @@ def warm_kind(ensemble: str, learner: str = "hoeffding_tree", n: int = 120) -> N
 def warm_all(ensemble: str) -> None:
     """Warm every kernel a model of kind ``ensemble`` may run: one native learner's (with the
     adaptive options) and the MLP's (``KERNEL_LEARNERS``)."""
-    for learner in KERNEL_LEARNERS:
+    for learner in ("hoeffding_tree",) if ensemble in TREES_ONLY else KERNEL_LEARNERS:
         warm_kind(ensemble, learner)
 
 

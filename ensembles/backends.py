@@ -32,7 +32,7 @@ from learners.jit import interpreting, is_cached
 from learners.jit import kernel as compiled
 from learners.schema import CATEGORICAL, Schema, normalize_label
 
-from . import _adaptive, _kernels
+from . import _adaptive, _forest, _kernels
 from .members import member_clone
 
 MAX_THREADS = 256
@@ -71,6 +71,7 @@ IO_RUN_KERNELS: dict[Any, Any] = {
     _kernels.boosting_run: _kernels.boosting_run_io,
     _adaptive.adaptive_run: _adaptive.adaptive_run_io,
     _adaptive.boosting_adaptive_run: _adaptive.boosting_adaptive_run_io,
+    _forest.forest_run: _forest.forest_run_io,
 }
 
 

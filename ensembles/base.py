@@ -68,8 +68,9 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         self._init_extra()
         # how the members run; a learn ``learn_one`` deferred may be kept in it (``_settled``)
         self._be: CompiledBackend | PythonBackend
-        if isinstance(learner, NativeLearner):
-            self._be = CompiledBackend(learner, self.n_models, self._limits(), self._kernel,
+        member = self._member_prototype()
+        if isinstance(member, NativeLearner):
+            self._be = CompiledBackend(member, self._bank_size(), self._limits(), self._kernel,
                                        self._int_params, self._float_state,
                                        self._runner())  # fmt: skip
         else:
@@ -111,6 +112,16 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
 
     def _init_extra(self) -> None:
         pass
+
+    def _member_prototype(self) -> Any:
+        """The learner the members are made from (the forests: the tree with their random
+        subspaces); ``learner`` itself by default."""
+        return self.learner
+
+    def _bank_size(self) -> int:
+        """Trees in a compiled model's bank: one per member by default (the forests: two, a
+        foreground and a background tree)."""
+        return self.n_models
 
     def _runner(self) -> Any:
         """What makes the compiled backend's per-example runner (``CompiledBackend``'s

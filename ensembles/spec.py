@@ -14,6 +14,7 @@ from .backends import io_kernel_of
 from .bagging import OnlineBagging
 from .base import OnlineEnsemble, check_spec_keys
 from .boosting import OnlineBoosting
+from .forest import AdaptiveRandomForest, StreamingRandomPatches
 from .members import LEARNERS, extra_learners, learner_from_state, learner_spec
 from .single import Single
 
@@ -21,6 +22,8 @@ ENSEMBLES: dict[str, type[OnlineEnsemble]] = {
     "bagging": OnlineBagging,
     "boosting": OnlineBoosting,
     "single": Single,
+    "arf": AdaptiveRandomForest,
+    "srp": StreamingRandomPatches,
 }
 
 
@@ -29,7 +32,7 @@ def run_kernels(ensemble: str) -> tuple:
     call: the kind's own and the adaptive one of its drift options (each as its IO run kernel,
     ``ensembles.backends.IO_RUN_KERNELS``, through which the bank calls it), bagging's
     member-parallel ones, and the MLP learner's (an MLP member runs its own kernel; the native
-    learners share the ensemble's)."""
+    learners share the ensemble's) unless the kind grows Hoeffding trees only (the forests)."""
     own = ENSEMBLES[ensemble]._kernel
     adaptive = {"bagging": (_adaptive.adaptive_run,),
                 "boosting": (_adaptive.boosting_adaptive_run,)}.get(ensemble, ())  # fmt: skip
@@ -42,7 +45,8 @@ def run_kernels(ensemble: str) -> tuple:
         if ensemble == "bagging"
         else ()
     )
-    return (*runs, make_run_io, *parallel, mlp_run)
+    mlp = () if getattr(ENSEMBLES[ensemble], "trees_only", False) else (mlp_run,)
+    return (*runs, make_run_io, *parallel, *mlp)
 
 
 def kernels_cached(ensemble: str) -> bool:

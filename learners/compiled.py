@@ -15,7 +15,8 @@ that an ensemble runs all its members inside *one* compiled kernel (ARCHITECTURE
   prediction of the same example), :func:`classes_needed` (length of the ``pk``/``pv`` buffers for a block of
   rows), :func:`classes_after` (classes known once
   row r's label is in), :func:`has_room` (whether ``need`` more nodes fit before learning a row),
-  :func:`tree_reset` (member m becomes a fresh, untrained tree: a drift detector's reset).
+  :func:`tree_reset` (member m becomes a fresh, untrained tree: a drift detector's reset),
+  :func:`tree_reset_keyed` (the same with a fresh draw of random feature subspaces).
 - :func:`single_run` is the run kernel of one standalone learner; an ensemble's run kernel has the
   same signature (``B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls,
   code_attr, need, hint, hinted``) and returns the first row it did not process. ``hint`` is the
@@ -61,7 +62,7 @@ from .tree.layout import TreeParams
 from .tree.learn import tree_learn
 from .tree.predict import argmax as best_class
 from .tree.predict import scatter, tree_best, tree_proba
-from .tree.rows import has_room, tree_reset
+from .tree.rows import has_room, tree_reset, tree_reset_keyed
 from .tree.run import (
     classes_after,
     classes_needed,
@@ -118,6 +119,7 @@ __all__ = [
     "tree_learn",
     "tree_proba",
     "tree_reset",
+    "tree_reset_keyed",
     "keep_alive",
     "member_buffers",
     "predicted_from",

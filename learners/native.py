@@ -12,7 +12,7 @@ from .base import Features, Label, ManyMixin, RiverEstimator, check_weights
 from .encoded import EncodedRows
 from .limits import Limits, ParamError
 from .schema import Schema
-from .tree import layout
+from .tree import layout, subspace
 from .tree.bank import TreeBank
 from .tree.layout import TreeParams
 from .tree.run import single_run
@@ -39,6 +39,27 @@ PARAM_BOUNDS: dict[str, float] = {
     "max_nodes": 1e6,
     "n_split_points": 1e4,
 }
+
+
+_SCOPES = {"leaf": subspace.SCOPE_LEAF, "tree": subspace.SCOPE_TREE}
+
+
+def subspace_rule(max_features: Any, name: str = "max_features") -> tuple[int, float]:
+    """``(subspace_mode, subspace_size)`` of ``TreeParams`` for a ``max_features`` value;
+    ``ParamError`` naming ``name`` for anything else."""
+    if max_features is None:
+        return subspace.MODE_ALL, 0.0
+    if max_features == "sqrt":
+        return subspace.MODE_SQRT, 0.0
+    if max_features == "log2":
+        return subspace.MODE_LOG2, 0.0
+    if isinstance(max_features, int | np.integer) and not isinstance(max_features, bool):
+        if 1 <= max_features <= 1_000_000:
+            return subspace.MODE_COUNT, float(max_features)
+    elif isinstance(max_features, float) and 0.0 < max_features <= 1.0:
+        return subspace.MODE_FRACTION, float(max_features)
+    raise ParamError(name, f"{name} must be None, 'sqrt', 'log2', an integer in [1, 1000000] "
+                           f"or a fraction in (0, 1], got {max_features!r}")  # fmt: skip
 
 
 def _check_choice(name: str, value: Any, choices: dict | tuple) -> None:
@@ -256,6 +277,19 @@ class HoeffdingTree(NativeLearner):
         branches (values without a branch share one "other" branch per split).
     n_split_points
         Candidate thresholds per numeric feature.
+    max_features
+        Random feature subspaces (``None``, default: every feature): each leaf learns, predicts
+        with and splits on ``k`` of the ``F`` features of the first example it learns, drawn at
+        random: ``"sqrt"`` (round(sqrt(F)) + 1, MOA's default for Adaptive Random Forest),
+        ``"log2"`` (round(log2(F)) + 1), an integer count, or a fraction of F in (0, 1]
+        (rounded half up). The draw is a pure function of ``subspace_seed``, the member, the
+        leaf and those features (``learners.tree.subspace``).
+    subspace
+        ``"leaf"`` (default: a draw per leaf, as the trees of ``AdaptiveRandomForest``) or
+        ``"tree"`` (one draw at the root that every leaf inherits: a random subspace of the
+        whole tree, as the members of ``StreamingRandomPatches``).
+    subspace_seed
+        The key of the draws (an ensemble passes its own seed).
     limits
         The model's :class:`~learners.limits.Limits` (a dict of some of its fields, or ``None``
         for the defaults); ``limits["max_nodes"]`` caps ``max_nodes``.
@@ -276,7 +310,11 @@ class HoeffdingTree(NativeLearner):
     """
 
     _param_names = ("grace_period", "delta", "tau", "split_criterion", "leaf_prediction",
-                    "nb_threshold", "max_depth", "max_nodes", "n_split_points", "limits")  # fmt: skip
+                    "nb_threshold", "max_depth", "max_nodes", "n_split_points", "max_features",
+                    "subspace", "subspace_seed", "limits")  # fmt: skip
+    # shown by ``params()`` only when set: specs and states of trees without subspaces stay as
+    # they were
+    _quiet_defaults = {"max_features": None, "subspace": "leaf", "subspace_seed": 0}
 
     def __init__(
         self,
@@ -290,9 +328,18 @@ class HoeffdingTree(NativeLearner):
         max_depth: int | None = None,
         max_nodes: int = 5000,
         n_split_points: int = 10,
+        max_features: str | int | float | None = None,
+        subspace: str = "leaf",
+        subspace_seed: int = 0,
         limits: Limits | dict | None = None,
     ):
         _check_positive("grace_period", grace_period)
+        subspace_rule(max_features)  # (ParamError naming the field)
+        _check_choice("subspace", subspace, _SCOPES)
+        if (not isinstance(subspace_seed, int | np.integer) or isinstance(subspace_seed, bool)
+                or not 0 <= subspace_seed < 2**63):  # fmt: skip
+            raise ParamError("subspace_seed", f"subspace_seed must be an integer in [0, 2**63), "
+                             f"got {subspace_seed!r}")  # fmt: skip
         if not (isinstance(delta, int | float) and 0 < delta < 1):
             raise ParamError("delta", f"delta must be in (0, 1), got {delta!r}")
         _check_positive("tau", tau, allow_zero=True)
@@ -312,10 +359,21 @@ class HoeffdingTree(NativeLearner):
         self.max_depth = max_depth
         self.max_nodes = max_nodes
         self.n_split_points = n_split_points
+        self.max_features = max_features
+        self.subspace = subspace
+        self.subspace_seed = int(subspace_seed)
         self.limits = limits
         super().__init__()
 
+    def params(self) -> dict[str, Any]:
+        out = super().params()
+        for name, default in self._quiet_defaults.items():
+            if out.get(name) == default:
+                del out[name]
+        return out
+
     def _tree_params(self) -> TreeParams:
+        mode, size = subspace_rule(self.max_features)
         return TreeParams(
             grace_period=float(self.grace_period),
             delta=float(self.delta),
@@ -327,7 +385,17 @@ class HoeffdingTree(NativeLearner):
             max_nodes=int(self.max_nodes),
             n_split_points=int(self.n_split_points),
             min_branch_frac=0.01,
+            subspace_mode=mode,
+            subspace_size=size,
+            subspace_scope=_SCOPES[self.subspace],
+            subspace_seed=self.subspace_seed,
         )
+
+    def reset_tree(self, key: int = 0) -> None:
+        """Forget everything learned: a fresh tree (the schema stays), whose random feature
+        subspaces (``max_features``) are drawn with ``key`` (``learners.tree.subspace``): the
+        way ``AdaptiveRandomForest`` replaces a member's tree."""
+        self._bank.reset_tree(0, key)
 
     def describe_tree(self) -> dict:
         T = self._bank.T

@@ -6,7 +6,13 @@ import pytest
 from river import tree
 from streams import mixed_stream
 
-from ensembles import OnlineBagging, OnlineBoosting, Single
+from ensembles import (
+    AdaptiveRandomForest,
+    OnlineBagging,
+    OnlineBoosting,
+    Single,
+    StreamingRandomPatches,
+)
 from learners import MLP, DecisionStump, ExactTree, HoeffdingTree, NaiveBayes, RiverLearner
 from learners.checks import CHECKS, yield_checks
 
@@ -39,6 +45,10 @@ MODELS = {
         drift="adwin",
         vote="majority",
         window=50,
+    ),
+    "ARF(HT)": lambda: AdaptiveRandomForest(HoeffdingTree(grace_period=20), n_models=3, seed=3),
+    "SRP(HT,subspaces)": lambda: StreamingRandomPatches(
+        HoeffdingTree(grace_period=20), n_models=3, seed=3, training="subspaces", vote="average"
     ),
     "ExactTree": ExactTree,
     "ExactTree(binary)": lambda: ExactTree(split="binary"),

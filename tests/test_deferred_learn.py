@@ -43,6 +43,8 @@ MODELS = {
         learners.NaiveBayes(), n_models=3, seed=3, lambda_rule="moa"
     ),
     "bag_adwin": lambda: ensembles.OnlineBagging(_ht(), n_models=3, seed=4, drift="adwin"),
+    "arf": lambda: ensembles.AdaptiveRandomForest(_ht(), n_models=3, seed=8),
+    "srp": lambda: ensembles.StreamingRandomPatches(_ht(), n_models=3, seed=9, subspace=2),
     "bag_ddm_weighted": lambda: ensembles.OnlineBagging(
         learners.NaiveBayes(), n_models=3, seed=6, drift="ddm", vote="weighted", window=20
     ),

@@ -22,7 +22,8 @@ KINDS = [(e, learner) for e in ("bagging", "boosting", "single")
          for learner in ("hoeffding_tree", "naive_bayes", "stump")]  # fmt: skip
 KINDS += [("bagging+adwin", "hoeffding_tree"), ("bagging+ddm", "naive_bayes"),
           ("boosting+adwin", "hoeffding_tree"), ("bagging+codes", "hoeffding_tree"),
-          ("boosting+moa", "hoeffding_tree"), ("boosting+adwin+moa", "naive_bayes")]  # fmt: skip
+          ("boosting+moa", "hoeffding_tree"), ("boosting+adwin+moa", "naive_bayes"),
+          ("arf", "hoeffding_tree"), ("srp", "hoeffding_tree")]  # fmt: skip
 ADAPTIVE = {"drift": "adwin", "poisson_lambda": 6.0, "vote": "weighted", "window": 40}
 
 

@@ -20,13 +20,27 @@ from app.warmup import parse_kinds
 
 
 def test_parse_kinds():
-    assert parse_kinds("all") == ["bagging", "boosting", "single"]
+    assert parse_kinds("all") == ["bagging", "boosting", "single", "arf", "srp"]
     assert parse_kinds(" none ") == [] and parse_kinds("") == []
     assert parse_kinds("boosting, bagging,boosting") == ["boosting", "bagging"]
     with pytest.raises(ValueError, match="unknown ensemble kind 'forest'.*bagging, boosting"):
         parse_kinds("bagging,forest")
     with pytest.raises(ValueError, match="warmup"):
         Settings(warmup="forest")
+
+
+def test_every_kind_is_known_where_the_service_names_kinds():
+    """The kinds of ``ensembles.spec.ENSEMBLES`` are those the warm-up, replay and the create
+    route accept (each keeps its own tuple: app.warmup imports no numba at start)."""
+    from typing import get_args
+
+    from app.replay import ENSEMBLES as REPLAY
+    from app.routes.schemas import ModelCreate
+    from ensembles.spec import ENSEMBLES
+
+    kinds = set(ENSEMBLES)
+    assert set(app.warmup.ENSEMBLES) == kinds == set(REPLAY)
+    assert set(get_args(ModelCreate.model_fields["ensemble"].annotation)) == kinds
 
 
 def test_readyz_503_while_compiling(tmp_path, monkeypatch, caplog):

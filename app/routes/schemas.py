@@ -88,7 +88,7 @@ class ModelCreate(BaseModel):
     )
 
     name: str = Name
-    ensemble: Literal["bagging", "boosting", "single"] = "bagging"
+    ensemble: Literal["bagging", "boosting", "single", "arf", "srp"] = "bagging"
     learner: str = Field(
         "hoeffding_tree",
         pattern=r"^([A-Za-z0-9_]{1,64}|river:[A-Za-z0-9_.]{1,200})$",

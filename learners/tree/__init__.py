@@ -8,6 +8,8 @@ The kernels, each module using only those above it:
   (``TreeParams``); no kernel.
 - :mod:`~learners.tree.structs`: the numba extension types (the ``Bank`` struct kernels take, the
   ``RunIO`` struct of a call's buffers) and ``unowned`` / ``keep_alive``.
+- :mod:`~learners.tree.subspace`: random feature subspaces (which features a leaf learns, for
+  random forests and random patches).
 - :mod:`~learners.tree.rows`: the row index and pools (class-entry blocks, the hash index, lists,
   leaf allocation, ``has_room``).
 - :mod:`~learners.tree.routing`: an example's walk to its leaf.
@@ -41,7 +43,7 @@ from learners.jit import purge_stale_cache
 # the modules whose code compiled callers inline (their order is the import order)
 KERNEL_FILES = tuple(
     Path(__file__).with_name(f"{name}.py")
-    for name in ("layout", "structs", "rows", "routing", "statistics", "predict", "learn", "run",
+    for name in ("layout", "structs", "subspace", "rows", "routing", "statistics", "predict", "learn", "run",
                  "canonical", "checks")
 )  # fmt: skip
 

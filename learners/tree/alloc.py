@@ -25,7 +25,7 @@ from .layout import (
     TreeParams,
     TreeState,
 )
-from .rows import build_index, new_leaf
+from .rows import build_index, new_leaf, tree_reset_keyed
 from .structs import interpreted_bank, make_bank, pools
 
 # the axis of every saved array that is a capacity, and the pool it counts
@@ -223,6 +223,14 @@ class BankArrays:
     def _init_roots(self) -> None:
         for m in range(self.M):
             jit_kernel(new_leaf)(self.view(), m, 0, 0)
+
+    def reset_tree(self, m: int, key: int = 0) -> None:
+        """Member m becomes a fresh, untrained tree whose random feature subspaces (if its
+        parameters draw any) are keyed by ``key`` (``learners.tree.subspace``)."""
+        if not 0 <= m < self.M:
+            raise IndexError(f"member {m} of a bank of {self.M}")
+        jit_kernel(tree_reset_keyed)(self.view(), m, int(key))
+        self._hint_for = None
 
     # --------------------------------------------------------------------------- capacity
     def need(self) -> int:

@@ -20,7 +20,9 @@ kernels grow themselves). Statistics are *sparse* on every axis: a leaf holds ro
 features and values that reached it, and a row holds entries only for the classes that reached
 it — never a block over the global vocabulary or over all classes.
 
-* nodes ``[M, N]``: kind (0 leaf, 1 numeric split, 2 categorical split), attr, thr, slot (leaf
+* nodes ``[M, N]``: kind (0 leaf, 1 numeric split, 2 categorical split), attr, thr (a numeric
+  split's threshold; in a tree with random feature subspaces a leaf's or categorical split's
+  subspace key and cut, :mod:`learners.tree.subspace`, else 0), slot (leaf
   statistics slot or -1), child (first child), sibling (next sibling), branch (0/1 for numeric
   splits, the category code for categorical ones), depth; class weights in ``d_at``/``d_len``.
 * leaf slots ``[M, L]``: ``last`` weight at the last split attempt, ``mc_ok``/``nb_ok`` correct
@@ -114,7 +116,8 @@ STATE_FIELDS = (NODE_FIELDS + SLOT_FIELDS + FEATURE_FIELDS + VALUE_FIELDS + OBSE
 INDEX_FIELDS = ("hkey", "hval", "n_keys", "f_of", "o_of", "width", "wsum", "pgen")  # never saved
 PARAM_FIELDS = (
     "grace_period", "delta", "tau", "criterion", "leaf_prediction", "nb_threshold",
-    "max_depth", "max_nodes", "n_split_points", "min_branch_frac",
+    "max_depth", "max_nodes", "n_split_points", "min_branch_frac", "subspace_mode",
+    "subspace_size", "subspace_scope", "subspace_seed",
 )  # fmt: skip
 # the columns of a route hint, ``hint[m, :]`` (see ``predict.tree_proba``): the leaf the example
 # reaches, that leaf's naive-Bayes argmax, for how many classes, the prediction's argmax
@@ -203,6 +206,11 @@ class TreeParams(NamedTuple):
     max_nodes: int
     n_split_points: int
     min_branch_frac: float
+    # random feature subspaces (``learners.tree.subspace``): none by default
+    subspace_mode: int = 0  # subspace.MODE_ALL: every feature
+    subspace_size: float = 0.0  # the count or fraction of MODE_COUNT / MODE_FRACTION
+    subspace_scope: int = 0  # subspace.SCOPE_LEAF (a draw per leaf) or SCOPE_TREE
+    subspace_seed: int = 0  # the key of the draws (an ensemble's seed)
 
 
 assert TreeState._fields == STATE_FIELDS + INDEX_FIELDS and TreeParams._fields == PARAM_FIELDS

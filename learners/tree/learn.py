@@ -43,6 +43,7 @@ from .rows import (
     weights_below,
 )
 from .statistics import best_splits, update_leaf
+from .subspace import MODE_ALL, child_thr
 
 
 @nb.njit(cache=True)
@@ -66,11 +67,15 @@ def attempt_split(T, P, m, node, n_classes, code_attr):
         return
     s = T.slot[m, node]
     depth = T.depth[m, node]
+    key = T.thr[m, node]  # (a leaf's thr: its subspace key, learners.tree.subspace)
     if bkind == NUMERIC_SPLIT:
         if T.n_nodes[m] + 2 > P.max_nodes:
             return
         left = new_leaf(T, m, depth + 1, 0)
         right = new_leaf(T, m, depth + 1, 1)
+        if P.subspace_mode != MODE_ALL:
+            T.thr[m, left] = child_thr(P, key, 0)
+            T.thr[m, right] = child_thr(P, key, 1)
         o = row_find(T, m, s, battr, KEY_OBSERVER)
         n = n_below(T.gc, m, T.g_at[m, o], T.g_len[m, o], n_classes)
         for i in range(n):  # both children from the feature's observer, as MOA
@@ -92,7 +97,7 @@ def attempt_split(T, P, m, node, n_classes, code_attr):
         prev = -1
         e = T.v_head[m, f]  # sorted by code (categorical_merit merged the pending ones)
         while e >= 0:
-            c = add_child(T, m, node, prev, T.v_code[m, e])
+            c = add_child(T, P, m, node, prev, T.v_code[m, e])
             n = n_below(T.wc, m, T.vw_at[m, e], T.vw_len[m, e], n_classes)
             for i in range(n):  # block positions move as the child's block grows: read anew
                 add_weight(T, T.d_at, T.d_len, m, c, T.wc[m, T.vw_at[m, e] + i],
@@ -105,7 +110,8 @@ def attempt_split(T, P, m, node, n_classes, code_attr):
             T.wsum[m, T.slot[m, c]] = block_sum(T.wv, m, T.d_at[m, c], T.d_len[m, c])
     T.kind[m, node] = bkind
     T.attr[m, node] = battr
-    T.thr[m, node] = bthr
+    # a categorical split keeps its subspace key: its children made later (routing) draw from it
+    T.thr[m, node] = key if bkind == CATEGORICAL_SPLIT and P.subspace_mode != MODE_ALL else bthr
     release_slot(T, m, s)
     T.free[m, T.n_free[m]] = s
     T.n_free[m] += 1
@@ -146,7 +152,7 @@ def tree_learn(T, P, m, xn, xc, y, w, n_classes, code_attr, pk, pv, hint):
             nb_arg = argmax(pk, pv, nb_proba(T, m, node, xn, xc, n_classes, pk, pv))
         if nb_arg == y:
             T.nb_ok[m, s] += w
-    update_leaf(T, m, node, xn, xc, y, w, code_attr)
+    update_leaf(T, P, m, node, xn, xc, y, w, code_attr)
     hint[m, HINT_LEAF] = node
     hint[m, HINT_NB] = NO_NB  # (the leaf's statistics changed)
     hint[m, HINT_CLASSES] = n_classes

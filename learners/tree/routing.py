@@ -11,6 +11,7 @@ from learners.jit import one_specialisation
 
 from .layout import CATEGORICAL_SPLIT, LEAF, NUMERIC_SPLIT, OTHER_BRANCH
 from .rows import child_key, index_add, index_find, new_leaf, node_weight
+from .subspace import MODE_ALL, child_thr
 
 
 @nb.njit(cache=True)
@@ -26,9 +27,12 @@ def heaviest_child(T, m, node, n_classes):
 
 
 @nb.njit(cache=True)
-def add_child(T, m, node, prev, branch):
-    """A new leaf under ``node`` for ``branch``, linked after child ``prev`` (-1: first)."""
+def add_child(T, P, m, node, prev, branch):
+    """A new leaf under ``node`` for ``branch``, linked after child ``prev`` (-1: first); in a
+    tree with random subspaces, with its subspace key (``subspace.child_thr``)."""
     c = new_leaf(T, m, T.depth[m, node] + 1, branch)
+    if P.subspace_mode != MODE_ALL:
+        T.thr[m, c] = child_thr(P, T.thr[m, node], branch)
     if prev < 0:
         T.sibling[m, c] = T.child[m, node]
         T.child[m, node] = c
@@ -88,7 +92,7 @@ def sort_to_leaf(T, P, m, xn, xc, n_classes, grow):
             else:
                 nxt = find_child(T, m, node, code) if code >= 0 else -1
                 if nxt < 0 and grow and code >= 0 and T.n_nodes[m] < P.max_nodes:
-                    nxt = add_child(T, m, node, -1, code)
+                    nxt = add_child(T, P, m, node, -1, code)
                 elif nxt < 0:
                     if code >= 0 and T.n_nodes[m] < P.max_nodes:
                         final = False  # (not growing) learning would add the value's branch
@@ -96,7 +100,7 @@ def sort_to_leaf(T, P, m, xn, xc, n_classes, grow):
                     # values share once the tree has max_nodes nodes, if there is one
                     nxt = find_child(T, m, node, OTHER_BRANCH)
                     if nxt < 0 and grow and code >= 0:
-                        nxt = add_child(T, m, node, -1, OTHER_BRANCH)
+                        nxt = add_child(T, P, m, node, -1, OTHER_BRANCH)
         if nxt < 0:
             return node, last_nonempty, final
         node = nxt

@@ -28,6 +28,7 @@ from .layout import (
     WPOOL,
     W,
 )
+from .subspace import reset_thr
 
 
 # --------------------------------------------------------------------------- the row index
@@ -610,6 +611,15 @@ def tree_reset(T, m):
     T.g_used[m] = 0
     T.g_dead[m] = 0
     new_leaf(T, m, 0, 0)
+
+
+@nb.njit(cache=True)
+def tree_reset_keyed(T, m, key):
+    """``tree_reset``, the new root's random feature subspace keyed by ``key`` (an ensemble
+    passes a hash of the example at which it replaces the tree, so that a replacement draws
+    anew: ``learners.tree.subspace``)."""
+    tree_reset(T, m)
+    T.thr[m, 0] = reset_thr(key)
 
 
 @nb.njit(cache=True)

@@ -44,6 +44,9 @@ from .rows import (
     stat_key,
     weights_below,
 )
+from .subspace import ALL, CUT_BITS, MODE_ALL, leaf_cut, score_base, score_of
+
+SCORE_ALL = ALL - 1  # a cut every feature's score is within (``update_leaf``)
 
 
 @nb.njit(cache=True)
@@ -65,15 +68,21 @@ def has_number(xn):
 
 
 @nb.njit(cache=True)
-def update_leaf(T, m, node, xn, xc, y, w, code_attr):
+def update_leaf(T, P, m, node, xn, xc, y, w, code_attr):
     """Leaf ``node`` of member m learns a row with weight w: its class weights, each category's
     value row and feature row, each number's Gaussian estimator, and which cached variances go
-    stale (``gaussian_cache``). (One function of ~80 lines: the hot loop of learning, reading
-    the struct's fields once, as ``nb_proba``.)"""
+    stale (``gaussian_cache``); in a tree with random subspaces only the features of the leaf's
+    subspace (``learners.tree.subspace``). (One function of ~90 lines: the hot loop of learning,
+    reading the struct's fields once, as ``nb_proba``.)"""
     # Scalar indexing throughout: numba array views cost ~5x in these hot loops.
     s = T.slot[m, node]
     add_weight(T, T.d_at, T.d_len, m, node, y, w)
     T.wsum[m, s] += w
+    cut = SCORE_ALL  # every feature's score is below it: no subspace
+    base = np.uint64(0)
+    if P.subspace_mode != MODE_ALL:
+        cut = leaf_cut(T, P, m, node, xn, xc)
+        base = score_base(P.subspace_seed, np.int64(T.thr[m, node]) >> CUT_BITS)
     if has_code(xc):
         # the struct's arrays read once (each read of a field costs a reference count), and only
         # for rows that have a category; the row headers stay put during a kernel call, the
@@ -89,7 +98,7 @@ def update_leaf(T, m, node, xn, xc, y, w, code_attr):
         hval = T.hval
         for a in range(xc.shape[0]):
             code = xc[a]
-            if code >= 0:
+            if code >= 0 and (cut == SCORE_ALL or score_of(base, 2 * a + 1) <= cut):
                 f = f_of[m, s, a] if a < f_of.shape[2] else row_find(T, m, s, a, KEY_FEATURE)
                 if f < 0:
                     f = add_feature(T, m, s, a)
@@ -119,7 +128,7 @@ def update_leaf(T, m, node, xn, xc, y, w, code_attr):
         gv = T.gv
         for j in range(xn.shape[0]):
             v = xn[j]
-            if not np.isnan(v):
+            if not np.isnan(v) and (cut == SCORE_ALL or score_of(base, 2 * j) <= cut):
                 o = o_of[m, s, j] if j < o_of.shape[2] else row_find(T, m, s, j, KEY_OBSERVER)
                 if o < 0:
                     o = add_observer(T, m, s, j)

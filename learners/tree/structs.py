@@ -99,7 +99,8 @@ def _make_bank(T, P):
                 unowned(T.n_keys), unowned(T.f_of), unowned(T.o_of), unowned(T.width),
                 unowned(T.wsum), unowned(T.pgen), P.grace_period, P.delta, P.tau, P.criterion,
                 P.leaf_prediction, P.nb_threshold, P.max_depth, P.max_nodes, P.n_split_points,
-                P.min_branch_frac)  # fmt: skip
+                P.min_branch_frac, P.subspace_mode, P.subspace_size, P.subspace_scope,
+                P.subspace_seed)  # fmt: skip
 
 
 @nb.njit(cache=True)
@@ -129,7 +130,9 @@ def _typed_params(P: TreeParams) -> TreeParams:
         criterion=int(P.criterion), leaf_prediction=int(P.leaf_prediction),
         nb_threshold=float(P.nb_threshold), max_depth=int(P.max_depth),
         max_nodes=int(P.max_nodes), n_split_points=int(P.n_split_points),
-        min_branch_frac=float(P.min_branch_frac),
+        min_branch_frac=float(P.min_branch_frac), subspace_mode=int(P.subspace_mode),
+        subspace_size=float(P.subspace_size), subspace_scope=int(P.subspace_scope),
+        subspace_seed=int(P.subspace_seed),
     )  # fmt: skip
     return p
 
