@@ -9,7 +9,14 @@ there. Streams:
 * every classification data set river ships that needs no download (Phishing, ImageSegments,
   Bananas);
 * river's synthetic generators in several configurations (numeric, multi-class, categorical);
-* UCI files from ``--data-dir`` (``shared/datasets/raw``, loaders in ``benchmarks/datasets.py``).
+* UCI files from ``--data-dir`` (``shared/datasets/raw``, loaders in ``benchmarks/datasets.py``);
+* with ``--drifting``, river's drifting generators (:func:`drifting_streams`) at ``--drift-n``
+  rows: SEA, Agrawal and RandomRBF through ``ConceptDriftStream`` with one abrupt or gradual
+  drift in the middle, RandomRBF with moving centroids and a rotating Hyperplane.
+
+``--models arf,srp,stack`` runs the forests of issue 37 (ARF, SRP, stacking; the options of
+``benchmarks/peers.py``, which spells them out for all three libraries; MOA has no stacking).
+A Chorus forest this checkout lacks prints "not available".
 
 Each stream is capped at ``--n`` rows. Seed ``s`` (``--seeds``) seeds the ensembles of all three
 libraries and the synthetic generators, and shuffles the rows of the fixed data sets (every
@@ -62,10 +69,9 @@ MODELS = (
     "stump",
     "bag_stump",
     "boost_stump",
+    *peers.FORESTS,
 )
-DEFAULT_MODELS = MODELS[
-    :5
-]  # the first table; the rest: --models boost_nb,stump,bag_stump,boost_stump
+DEFAULT_MODELS = MODELS[:5]  # the first table; the rest: --models boost_nb,stump,...
 LIBS = ("chorus", "moa", "river")
 DELTA = peers.DELTA
 UCI = ("balance", "breast_cancer", "german", "car", "chess", "nursery")
@@ -150,6 +156,83 @@ def streams(data_dir: str, *, quick: bool) -> dict[str, Callable[[int, int], Str
     return out
 
 
+def _drift(first: Callable[[int], Any], second: Callable[[int], Any], *,
+           gradual: bool) -> Callable[[int, int], Stream]:  # fmt: skip
+    """``first(seed)`` drifting to ``second(seed)`` in the middle of the n rows (river's sigmoid
+    ``ConceptDriftStream``): over a quarter of the stream, or as abruptly as river allows."""
+
+    def make(n: int, seed: int) -> Stream:
+        from drift import abrupt_width
+        from river.datasets import synth
+
+        width = n // 4 if gradual else abrupt_width(n)
+        stream = synth.ConceptDriftStream(stream=first(seed), drift_stream=second(seed),
+                                          position=n // 2, width=width, seed=seed)  # fmt: skip
+        return _synth(lambda _: stream)(n, seed)
+
+    return make
+
+
+DRIFTING = (
+    "SEA abrupt",
+    "SEA gradual",
+    "Agrawal abrupt",
+    "Agrawal gradual",
+    "RandomRBF abrupt",
+    "RandomRBF gradual",
+    "RandomRBF moving centroids",
+    "Hyperplane rotating",
+)
+
+
+def drifting_streams(*, quick: bool) -> dict[str, Callable[[int, int], Stream]]:
+    """River's drifting generators (``--drifting``), named as in :data:`DRIFTING`.
+
+    SEA variant 0 -> 3 (threshold 8 -> 9.5) and Agrawal function 1 -> 4 (abrupt) / 2 -> 5
+    (gradual), as ``benchmarks/drift.py``; RandomRBF (5 classes, 10 features, 50 centroids) ->
+    another RandomRBF (model seed + 100); RandomRBFDrift with all 50 centroids moving at speed
+    0.001 (the ARF paper's RBF_f); Hyperplane of 10 features all rotating by 0.001 per example,
+    5% noise.
+    """
+    from river.datasets import synth
+
+    def sea(variant: int) -> Callable[[int], Any]:
+        return lambda s: synth.SEA(variant=variant, seed=s)
+
+    def agrawal(function: int) -> Callable[[int], Any]:
+        return lambda s: synth.Agrawal(classification_function=function, seed=s)
+
+    def rbf(offset: int) -> Callable[[int], Any]:
+        return lambda s: synth.RandomRBF(seed_model=s + offset, seed_sample=s, n_classes=5,
+                                         n_features=10, n_centroids=50)  # fmt: skip
+
+    def rbf_moving(s: int) -> Any:
+        return synth.RandomRBFDrift(seed_model=s, seed_sample=s, n_classes=5, n_features=10,
+                                    n_centroids=50, change_speed=0.001, n_drift_centroids=50)  # fmt: skip
+
+    def hyperplane(s: int) -> Any:
+        return synth.Hyperplane(seed=s, n_features=10, n_drift_features=10, mag_change=0.001,
+                                noise_percentage=0.05, sigma=0.1)  # fmt: skip
+
+    out = {
+        "SEA abrupt": _drift(sea(0), sea(3), gradual=False),
+        "SEA gradual": _drift(sea(0), sea(3), gradual=True),
+        "Agrawal abrupt": _drift(agrawal(1), agrawal(4), gradual=False),
+        "Agrawal gradual": _drift(agrawal(2), agrawal(5), gradual=True),
+        "RandomRBF abrupt": _drift(rbf(0), rbf(100), gradual=False),
+        "RandomRBF gradual": _drift(rbf(0), rbf(100), gradual=True),
+        "RandomRBF moving centroids": _synth(rbf_moving),
+        "Hyperplane rotating": _synth(hyperplane),
+    }
+    assert tuple(out) == DRIFTING
+    return {"SEA abrupt": out["SEA abrupt"]} if quick else out
+
+
+def stream_rows(name: str, args: argparse.Namespace) -> int:
+    """Rows of stream ``name``: ``--drift-n`` for the drifting ones, else ``--n``."""
+    return args.drift_n if name in DRIFTING else args.n
+
+
 def categorical_features(stream: Stream) -> list[str]:
     return sorted({f for x, _ in stream for f, v in x.items() if isinstance(v, str)})
 
@@ -160,12 +243,13 @@ def categorical_features(stream: Stream) -> list[str]:
 def run_stream(name: str, make: Callable[[int, int], Stream], args: argparse.Namespace) -> dict:
     """All libraries, models and seeds on one stream: ``{lib: {model: [acc per seed]}}``."""
     out: dict[str, dict[str, list[float]]] = {lib: {m: [] for m in args.models} for lib in LIBS}
+    n = stream_rows(name, args)
     for seed in args.seeds:
-        stream = make(args.n, seed)
+        stream = make(n, seed)
         cats = categorical_features(stream)
         factories: dict[str, dict[str, Callable[[], Any]]] = {
             "chorus": peers.chorus_factories(args.n_models, seed, DELTA),
-            "river": peers.river_factories(args.n_models, seed, DELTA),
+            "river": peers.river_factories(args.n_models, seed, DELTA, peers.n_features(stream)),
         }
         loops: dict[str, Callable[[Any, Any], peers.Result]] = {
             "chorus": functools.partial(peers.loop_batch, batch=1000),
@@ -184,19 +268,25 @@ def run_stream(name: str, make: Callable[[int, int], Stream], args: argparse.Nam
                 if lib == "river" and cats and model in ("nb", "bag_nb", "boost_nb"):
                     continue  # river's GaussianNB is numeric-only
                 if model not in factories[lib]:
-                    continue  # river has no decision stump
+                    continue  # river has no decision stump, MOA no stacking; Chorus forests
                 res = loops[lib](factories[lib][model](), data[lib])
                 out[lib][model].append(res.accuracy)
         if args.verbose:
             print(f"  {name} seed {seed} done", file=sys.stderr, flush=True)  # noqa: T201
     for lib, by_stream in args.reused.items():
         out[lib] = {m: by_stream[name][m] for m in args.models}
-    return {"stream": name, "n": args.n, "rows": len(stream), "seeds": args.seeds,
+    return {"stream": name, "n": n, "rows": len(stream), "seeds": args.seeds,
             "categorical": len(cats), "acc": out}  # fmt: skip
 
 
 def _run_named(name: str, args: argparse.Namespace) -> dict:
-    return run_stream(name, streams(args.data_dir, quick=args.quick)[name], args)
+    return run_stream(name, all_streams(args)[name], args)
+
+
+def all_streams(args: argparse.Namespace) -> dict[str, Callable[[int, int], Stream]]:
+    """The streams of this run: :func:`streams`, and :func:`drifting_streams` with ``--drifting``."""
+    out = streams(args.data_dir, quick=args.quick)
+    return out | drifting_streams(quick=args.quick) if args.drifting else out
 
 
 # --------------------------------------------------------------------------- report
@@ -233,7 +323,11 @@ def compare(acc: dict[str, dict[str, list[float]]], model: str) -> tuple[str, fl
     return best, diff, p, mark
 
 
-def report(results: list[dict], models: Sequence[str]) -> tuple[str, list[tuple[str, str]]]:
+def report(
+    results: list[dict], models: Sequence[str], unavailable: dict[str, str] | None = None
+) -> tuple[str, list[tuple[str, str]]]:
+    """The table and its ▼ cells; ``unavailable``: Chorus models this checkout lacks."""
+    unavailable = unavailable or {}
     headers = ["stream", "model", "Chorus", "MOA", "river", "Chorus − best peer", "p", ""]
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     below = []
@@ -246,7 +340,7 @@ def report(results: list[dict], models: Sequence[str]) -> tuple[str, list[tuple[
             cells = [
                 res["stream"],
                 peers.NAMES[model],
-                fmt_ms(acc["chorus"][model]),
+                "not available" if model in unavailable else fmt_ms(acc["chorus"][model]),
                 fmt_ms(acc["moa"][model]),
                 fmt_ms(acc["river"][model]),
                 "—" if best == "—" else f"{diff:+.3f} ({best})",
@@ -274,13 +368,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "datasets" / "raw"),
                    help="UCI files (../shared/datasets/raw); missing: UCI streams are skipped")  # fmt: skip
     p.add_argument("--jobs", type=int, default=1, help="streams run in parallel processes (1)")
-    p.add_argument("--quick", action="store_true", help="smoke run: 4 streams, 2 seeds, 300 rows")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: 4 streams (5 with --drifting), 2 seeds, 300 rows (600 drifting)",
+    )
+    p.add_argument(
+        "--drifting",
+        action="store_true",
+        help=f"also the drifting generators: {', '.join(DRIFTING)}",
+    )
+    p.add_argument("--drift-n", type=int, default=10_000,
+                   help="rows per drifting stream, drift in the middle (10000)")  # fmt: skip
     p.add_argument("--out", default=str(HERE / "results" / "accuracy.md"),
                    help="markdown results file, raw numbers next to it as .json ('' to not write)")  # fmt: skip
     p.add_argument("-q", "--quiet", dest="verbose", action="store_false", help="no progress")
     args = p.parse_args(argv)
     if args.quick:
         args.n, args.seeds = min(args.n, 300), "1,2"
+        args.drift_n = min(args.drift_n, 600)
         if "--out" not in (argv or sys.argv):
             args.out = ""
     args.seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
@@ -295,7 +401,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         old = json.loads(Path(args.reuse_peers).read_text())
         args.reused = {"moa": {}, "river": {}}
         for res in old:
-            if res["n"] != args.n or res.get("seeds", args.seeds) != args.seeds:
+            if (
+                res["n"] != stream_rows(res["stream"], args)
+                or res.get("seeds", args.seeds) != args.seeds
+            ):
                 p.error(f"{args.reuse_peers}: {res['stream']} was run with other --n/--seeds")
             for lib in args.reused:
                 args.reused[lib][res["stream"]] = res["acc"][lib]
@@ -305,28 +414,47 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     t0 = time.perf_counter()
-    names = list(streams(args.data_dir, quick=args.quick))
+    names = list(all_streams(args))
     if args.streams:
         wanted = [s.strip() for s in args.streams.split(",") if s.strip()]
         if bad := set(wanted) - set(names):
             raise SystemExit(f"unknown stream(s) {sorted(bad)}; choose from {names}")
         names = wanted
+    for lib, by_stream in args.reused.items():
+        if missing := [
+            f"{s} / {m}" for s in names for m in args.models if m not in by_stream.get(s, {})
+        ]:
+            raise SystemExit(f"--reuse-peers has no {lib} cells for {', '.join(missing)}")
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
             results = list(pool.map(_run_named, names, [args] * len(names)))
     else:
         results = [_run_named(name, args) for name in names]
-    table, below = report(results, args.models)
+    unavailable = {} if "chorus" in args.skip else peers.chorus_unavailable()
+    unavailable = {m: why for m, why in unavailable.items() if m in args.models}
+    table, below = report(results, args.models, unavailable)
     elapsed = time.perf_counter() - t0
-    summary = (
-        f"{len(below)} of {sum(len(args.models) for _ in results)} cells significantly below the "
-        f"better peer" + (": " + "; ".join(f"{s} / {m}" for s, m in below) if below else "")
+    compared = sum(compare(res["acc"], m)[0] != "—" for res in results for m in args.models)
+    summary = f"{len(below)} of {compared} cells significantly below the better peer" + (
+        ": " + "; ".join(f"{s} / {m}" for s, m in below) if below else ""
     )
     setup = (
         f"{len(args.seeds)} seeds ({', '.join(map(str, args.seeds))}), ≤ {args.n:,} rows per "
-        f"stream, M = {args.n_models}, prequential; every tree with MOA's defaults (grace period "
+        f"stream"
+        + (f" ({args.drift_n:,} per drifting stream, drift in the middle)" if args.drifting else "")
+        + f", M = {args.n_models}, prequential; every tree with MOA's defaults (grace period "
         f"{peers.GRACE_PERIOD}, delta {DELTA:g}, tie threshold {peers.TAU}, naive-Bayes-adaptive "
-        f"leaves). MOA models: "
+        f"leaves)"
+        + (
+            f"; the forests' trees with MOA's ARF/SRP defaults (grace period "
+            f"{peers.FOREST_GRACE_PERIOD}, delta {peers.FOREST_DELTA:g}), ARF with "
+            "sqrt(F)+1 of the F features per leaf in all three libraries (an int for river), "
+            "river's stacking a one-vs-rest logistic regression over 10 Poisson(1)-bagged "
+            "trees (`peers.PoissonMember`), MOA has no stacking"
+            if set(args.models) & set(peers.FORESTS)
+            else ""
+        )
+        + ". MOA models: "
         + "; ".join(
             f"{peers.NAMES[k]} = `{' '.join(filter(None, [cls.removeprefix('moa.classifiers.'), cli]))}`"
             for k, (cls, cli) in peers.moa_specs(args.n_models, DELTA).items()

@@ -90,11 +90,17 @@ COLOR = {"bag": "tab:gray", "adwin": "tab:blue", "lev": "tab:red", "lev_oc": "ta
          "boost_adwin_moa": "tab:brown"}  # fmt: skip
 
 
+def abrupt_width(n: int) -> int:
+    """The shortest change river's ``ConceptDriftStream`` takes for a drift in the middle of ``n``
+    examples: its sigmoid overflows below ~position / 177."""
+    return max(100, n // 2 * 4 // 700 + 1)
+
+
 def make_streams(n: int, seed: int) -> dict[str, list]:
     from river.datasets import synth
 
     half = n // 2
-    abrupt = max(100, half * 4 // 700 + 1)  # river's sigmoid overflows below ~position / 177
+    abrupt = abrupt_width(n)
 
     def drift(a: Any, b: Any, width: int) -> list:
         s = synth.ConceptDriftStream(stream=a, drift_stream=b, position=half, width=width,

@@ -13,6 +13,29 @@ OzaBoost(HT)    ensemble.AdaBoostClassifier    meta.OzaBoost                  en
 OzaBag(NB)      BaggingClassifier(GaussianNB)  meta.OzaBag(bayes.NaiveBayes)  OnlineBagging(NaiveBayes())
 ==============  =============================  =============================  ===========================
 
+and, with ``--models arf,srp,stack`` (issue 37), the forests, all three libraries with the same
+options spelled out (:func:`moa_specs`, :func:`river_factories`, :func:`chorus_factories`; MOA's
+and river's defaults are in ``docs/forests.md``):
+
+==============  =============================  =============================  ===========================
+model           river                          MOA (via capymoa)              Chorus
+==============  =============================  =============================  ===========================
+ARF(HT)         forest.ARFClassifier           meta.AdaptiveRandomForest      ensembles.AdaptiveRandomForest
+SRP(HT)         ensemble.SRPClassifier         meta.StreamingRandomPatches    ensembles.StreamingRandomPatches
+Stacking(HT)    ensemble.StackingClassifier    (MOA has none)                 OnlineBagging(vote="stacking")
+==============  =============================  =============================  ===========================
+
+ARF: 10 trees of grace period 50, delta 0.01, tie threshold 0.05, NBA leaves (MOA's
+``ARFHoeffdingTree -g 50 -c 0.01``), sqrt(F)+1 of the F features per leaf (the paper's m; MOA's
+``SqrtM1``), Poisson(6), ADWIN warning 0.01 / drift 0.001 (MOA's and river's defaults, the
+paper's ARF_fast), weighted vote. SRP: the same trees over all features of a member's random
+patch of 60% of the features, Poisson(6), ADWIN warning 1e-4 / drift 1e-5, weighted vote.
+Stacking: 10 Poisson(1)-bagged Hoeffding trees with MOA's defaults whose class probabilities are
+the features of a meta-learner (river: one-vs-rest logistic regression; Chorus: its own). A
+Chorus row whose class or option this checkout lacks prints "not available" (the forests came
+with issue 37). Goals of issue 37 for ARF and SRP: per example >= 3x MOA and >= 30x river,
+batch >= 2x Chorus per example (:data:`GOALS`).
+
 Every Hoeffding tree uses MOA's defaults: grace period 200, delta 1e-7 (``--delta``),
 tie threshold 0.05, naive-Bayes-adaptive leaves, Gaussian numeric observers. MOA
 models are built from MOA's classes with explicit CLI strings (printed with the
@@ -48,6 +71,7 @@ import functools
 import json
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -63,6 +87,7 @@ if str(ROOT) not in sys.path:  # the repo's packages, without an install
     sys.path.insert(0, str(ROOT))
 
 MODELS = ("ht", "bag_ht", "boost_ht", "bag_nb")
+FORESTS = ("arf", "srp", "stack")  # issue 37: --models arf,srp,stack
 NAMES = {
     "nb": "NaiveBayes",  # not in MODELS: used by benchmarks/accuracy.py
     "ht": "Hoeffding tree",
@@ -73,6 +98,9 @@ NAMES = {
     "stump": "DecisionStump",
     "bag_stump": "OzaBag(stump)",
     "boost_stump": "OzaBoost(stump)",
+    "arf": "ARF(HT)",
+    "srp": "SRP(HT)",
+    "stack": "Stacking(HT)",
 }
 # Targets from issue 2 ("Speed and memory"): (examples per second, accuracy or None).
 TARGETS: dict[str, tuple[float, float | None]] = {
@@ -81,6 +109,11 @@ TARGETS: dict[str, tuple[float, float | None]] = {
     "boost_ht": (50_000, 0.90),
     "bag_nb": (150_000, None),
 }
+# Goals from issue 37 (ARF, SRP): Chorus per example / MOA and / river, and batch / per example.
+GOALS: dict[str, dict[str, float]] = {
+    "arf": {"moa": 3.0, "river": 30.0, "batch": 2.0},
+    "srp": {"moa": 3.0, "river": 30.0, "batch": 2.0},
+}
 PARTS = ("river", "moa", "chorus", "batch", "extras")
 CLOCK = "wall"  # set by --clock: "wall" (perf_counter) or "cpu" (thread_time)
 
@@ -88,6 +121,25 @@ CLOCK = "wall"  # set by --clock: "wall" (perf_counter) or "cpu" (thread_time)
 GRACE_PERIOD = 200
 DELTA = 1e-7
 TAU = 0.05
+
+# The forests' trees and detectors (MOA's ARF / SRP defaults, river's the same; docs/forests.md).
+FOREST_GRACE_PERIOD = 50
+FOREST_DELTA = 0.01
+FOREST_LAMBDA = 6.0
+ARF_WARNING, ARF_DRIFT = 0.01, 0.001  # MOA's and river's ARF defaults (the paper's ARF_fast)
+SRP_WARNING, SRP_DRIFT = 1e-4, 1e-5  # MOA's and river's SRP defaults
+SRP_SUBSPACE = 0.6  # a member's share of the features: MOA -o Percentage -m 60, river 0.6
+
+
+def arf_features(n_features: int) -> int:
+    """MOA's ``sqrt(M)+1`` (``SqrtM1``, M the number of features): the features a leaf of an ARF
+    tree may split on.
+
+    river's ``max_features="sqrt"`` is ``round(sqrt(M))`` without the +1, so river is given this
+    number as an int (MOA: ``(int) Math.round(Math.sqrt(n)) + 1``, capped at M).
+    """
+    return min(n_features, round(n_features**0.5) + 1)
+
 
 Stream = list[tuple[dict[str, Any], Any]]
 
@@ -220,6 +272,9 @@ def run_library(tag: str, factories: dict[str, Callable[[], Any]], loop: Callabl
     warm = data[: args.warmup]
     out = {}
     for key in models:
+        if key not in factories:  # MOA has no stacking; a Chorus forest this checkout lacks
+            log(args, f"{tag:<7} {NAMES[key]:<15} not available")
+            continue
         out[key] = run(factories[key], loop, data, warm, args.loop_repeat)
         log(args, f"{tag:<7} {NAMES[key]:<15} {fmt_cell(out[key])}")
     return out
@@ -237,15 +292,76 @@ def write_result(path: str, title: str, script: str, argv: Sequence[str], body: 
 # --------------------------------------------------------------------------- river
 
 
-def river_factories(n_models: int, seed: int, delta: float) -> dict[str, Callable[[], Any]]:
-    from river import ensemble, naive_bayes, tree
+class PoissonMember:
+    """One member of river's online bagging (``BaggingClassifier`` refuses a single member): it
+    learns each example k ~ Poisson(1) times, as river's bagging does, and predicts as its model."""
+
+    def __init__(self, model: Any, seed: int) -> None:
+        from river.utils.random import poisson
+
+        self.model = model
+        self._poisson = functools.partial(poisson, 1.0, random.Random(seed))
+
+    def learn_one(self, x: dict[str, Any], y: Any) -> None:
+        for _ in range(self._poisson()):
+            self.model.learn_one(x, y)
+
+    def predict_proba_one(self, x: dict[str, Any]) -> dict[Any, float]:
+        return self.model.predict_proba_one(x)
+
+
+def river_factories(
+    n_models: int, seed: int, delta: float, n_features: int | None = None
+) -> dict[str, Callable[[], Any]]:
+    """river's models; the forests only with ``n_features`` (the stream's M), which ARF's m needs."""
+    from river import drift, ensemble, forest, linear_model, multiclass, naive_bayes, tree
 
     def ht() -> Any:
         return tree.HoeffdingTreeClassifier(
             grace_period=GRACE_PERIOD, delta=delta, tau=TAU, leaf_prediction="nba"
         )
 
+    def forest_tree() -> Any:
+        return tree.HoeffdingTreeClassifier(grace_period=FOREST_GRACE_PERIOD, delta=FOREST_DELTA,
+                                            tau=TAU, leaf_prediction="nba")  # fmt: skip
+
+    def stack() -> Any:
+        """Poisson(1)-bagged trees whose class probabilities a logistic regression combines."""
+        members = [PoissonMember(ht(), seed * 1000 + m) for m in range(n_models)]
+        meta = multiclass.OneVsRestClassifier(linear_model.LogisticRegression())
+        return ensemble.StackingClassifier(members, meta_classifier=meta, include_features=False)
+
+    forests: dict[str, Callable[[], Any]] = {}
+    if n_features is not None:
+        forests = {
+            "arf": lambda: forest.ARFClassifier(
+                n_models=n_models,
+                max_features=arf_features(n_features),
+                lambda_value=FOREST_LAMBDA,
+                disable_weighted_vote=False,
+                drift_detector=drift.ADWIN(delta=ARF_DRIFT),
+                warning_detector=drift.ADWIN(delta=ARF_WARNING),
+                grace_period=FOREST_GRACE_PERIOD,
+                delta=FOREST_DELTA,
+                tau=TAU,
+                leaf_prediction="nba",
+                seed=seed,
+            ),
+            "srp": lambda: ensemble.SRPClassifier(
+                model=forest_tree(),
+                n_models=n_models,
+                subspace_size=SRP_SUBSPACE,
+                training_method="patches",
+                lam=FOREST_LAMBDA,
+                drift_detector=drift.ADWIN(delta=SRP_DRIFT),
+                warning_detector=drift.ADWIN(delta=SRP_WARNING),
+                disable_weighted_vote=False,
+                seed=seed,
+            ),
+        }
     return {
+        **forests,
+        "stack": stack,
         "nb": naive_bayes.GaussianNB,
         "ht": ht,
         "bag_ht": lambda: ensemble.BaggingClassifier(ht(), n_models=n_models, seed=seed),
@@ -259,8 +375,13 @@ def river_factories(n_models: int, seed: int, delta: float) -> dict[str, Callabl
     }  # river has no decision stump: its stump cells stay empty
 
 
+def n_features(stream: Stream) -> int:
+    """M: the distinct features of the stream (MOA's schema has them all)."""
+    return len({f for x, _ in stream for f in x})
+
+
 def run_river(stream: Stream, models: Sequence[str], args: argparse.Namespace) -> dict[str, Result]:
-    factories = river_factories(args.n_models, args.seed, args.delta)
+    factories = river_factories(args.n_models, args.seed, args.delta, n_features(stream))
     if categorical_features(stream):  # river's GaussianNB takes numbers only
         models = [m for m in models if not m.endswith("nb")]
     return run_library("river", factories, loop_one, stream, models, args)
@@ -279,10 +400,30 @@ def moa_cli(delta: float) -> str:
     return f"trees.HoeffdingTree -g {GRACE_PERIOD} -c {delta!r} -t {TAU} -l NBAdaptive"
 
 
+def moa_forest_specs(n_models: int) -> dict[str, tuple[str, str]]:
+    """MOA's ARF and SRP with every option spelled out (``-w``, ``-u``, ``-q`` absent: weighted
+    vote, drift detection and background learners on). MOA has no stacking classifier."""
+    tree = f"-g {FOREST_GRACE_PERIOD} -c {FOREST_DELTA} -t {TAU} -l NBAdaptive"
+    lam = f"-a {FOREST_LAMBDA}"
+    return {
+        "arf": (
+            "moa.classifiers.meta.AdaptiveRandomForest",
+            f"-l (ARFHoeffdingTree -e 2000000 {tree}) -s {n_models} -o (sqrt(M)+1) {lam} "
+            f"-x (ADWINChangeDetector -a {ARF_DRIFT}) -p (ADWINChangeDetector -a {ARF_WARNING}) -j 1",
+        ),  # fmt: skip
+        "srp": (
+            "moa.classifiers.meta.StreamingRandomPatches",
+            f"-l (trees.HoeffdingTree {tree}) -s {n_models} -o (Percentage (M * (m / 100))) "
+            f"-m {round(SRP_SUBSPACE * 100)} -t (Random Patches) {lam} "
+            f"-x (ADWINChangeDetector -a {SRP_DRIFT}) -p (ADWINChangeDetector -a {SRP_WARNING})",
+        ),  # fmt: skip
+    }
+
+
 def moa_specs(n_models: int, delta: float) -> dict[str, tuple[str, str]]:
     """(MOA class, CLI options) per model; shown in the results so the setup is auditable."""
     ht = moa_cli(delta)
-    return {
+    return moa_forest_specs(n_models) | {
         "nb": ("moa.classifiers.bayes.NaiveBayes", ""),
         "ht": ("moa.classifiers.trees.HoeffdingTree", ht.split(" ", 1)[1]),
         "bag_ht": ("moa.classifiers.meta.OzaBag", f"-l ({ht}) -s {n_models}"),
@@ -413,7 +554,33 @@ def chorus_factories(n_models: int, seed: int, delta: float) -> dict[str, Callab
 
         return OnlineBoosting(learner, n_models=n_models, seed=seed)
 
-    return {
+    def forest_tree() -> Any:  # what learner=None means in Chorus's ARF and SRP, spelled out
+        return _HT(grace_period=FOREST_GRACE_PERIOD, delta=FOREST_DELTA, tau=TAU,
+                   leaf_prediction="nba")  # fmt: skip
+
+    def arf() -> Any:
+        from ensembles import AdaptiveRandomForest
+
+        return AdaptiveRandomForest(forest_tree(), n_models=n_models, seed=seed,
+                                    max_features="sqrt", poisson_lambda=FOREST_LAMBDA,
+                                    warning_delta=ARF_WARNING, drift_delta=ARF_DRIFT,
+                                    vote="weighted")  # fmt: skip
+
+    def srp() -> Any:
+        from ensembles import StreamingRandomPatches
+
+        return StreamingRandomPatches(forest_tree(), n_models=n_models, seed=seed,
+                                      subspace=SRP_SUBSPACE, training="patches",
+                                      poisson_lambda=FOREST_LAMBDA, warning_delta=SRP_WARNING,
+                                      drift_delta=SRP_DRIFT)  # fmt: skip
+
+    def stack() -> Any:
+        from ensembles import OnlineBagging
+
+        return OnlineBagging(HoeffdingTree(), n_models=n_models, seed=seed, vote="stacking")
+
+    forests = {"arf": arf, "srp": srp, "stack": stack}
+    return {key: make for key, make in forests.items() if key not in chorus_unavailable()} | {
         "nb": lambda: NaiveBayes(),
         "ht": lambda: HoeffdingTree(),
         "bag_ht": lambda: bagging(HoeffdingTree()),
@@ -424,6 +591,23 @@ def chorus_factories(n_models: int, seed: int, delta: float) -> dict[str, Callab
         "bag_stump": lambda: bagging(DecisionStump()),
         "boost_stump": lambda: boosting(DecisionStump()),
     }
+
+
+@functools.cache
+def chorus_unavailable() -> dict[str, str]:
+    """The forests (issue 37) this checkout's Chorus lacks, with why: ``{model: reason}``."""
+    import ensembles
+    from learners import HoeffdingTree
+
+    out = {}
+    for key, name in (("arf", "AdaptiveRandomForest"), ("srp", "StreamingRandomPatches")):
+        if getattr(ensembles, name, None) is None:
+            out[key] = f"ensembles has no {name}"
+    try:
+        ensembles.OnlineBagging(HoeffdingTree(), n_models=2, vote="stacking")
+    except ValueError:
+        out["stack"] = 'OnlineBagging has no vote="stacking"'
+    return out
 
 
 def run_chorus(
@@ -520,13 +704,18 @@ def fmt_ratio(a: Result | None, b: Result | None) -> str:
 
 
 def fmt_target(key: str) -> str:
+    if key in GOALS:
+        goal = GOALS[key]
+        return f"≥ {goal['moa']:g}× MOA, ≥ {goal['river']:g}× river, batch ≥ {goal['batch']:g}×"
+    if key not in TARGETS:
+        return "—"
     rate, acc = TARGETS[key]
     text = f"≥ {rate / 1e3:.0f}k/s"
     return text + (f", acc ≥ {acc:.2f}" if acc is not None else "")
 
 
 def target_status(key: str, r: Result | None) -> str:
-    if r is None:
+    if r is None or key not in TARGETS:
         return "—"
     rate, acc = TARGETS[key]
     missed = []
@@ -535,6 +724,25 @@ def target_status(key: str, r: Result | None) -> str:
     if acc is not None and r.accuracy < acc:
         missed.append(f"acc {r.accuracy:.4f} < {acc:.2f}")
     return "met" if not missed else "MISSED: " + ", ".join(missed)
+
+
+def goal_rows(models: Sequence[str], results: dict[str, dict[str, Result]]) -> list[list[str]]:
+    """Issue 37's goals (:data:`GOALS`): one row per ratio, its value by this run's clock."""
+    chorus, batch = results.get("chorus", {}), results.get("batch", {})
+    rows = []
+    for key in models:
+        for versus, goal in GOALS.get(key, {}).items():
+            ours = batch.get(key) if versus == "batch" else chorus.get(key)
+            theirs = chorus.get(key) if versus == "batch" else results.get(versus, {}).get(key)
+            what = "Chorus batch / Chorus per example" if versus == "batch" else (
+                f"Chorus per example / {'MOA' if versus == 'moa' else versus}")  # fmt: skip
+            if ours is None or theirs is None:
+                rows.append([NAMES[key], what, "—", f"≥ {goal:g}×", "—"])
+                continue
+            ratio = ours.rate / theirs.rate
+            status = "met" if ratio >= goal else f"MISSED ({ratio / goal:.0%} of the goal)"
+            rows.append([NAMES[key], what, fmt_ratio(ours, theirs), f"≥ {goal:g}×", status])
+    return rows
 
 
 def render(headers: list[str], rows: list[list[str]], markdown: bool) -> str:
@@ -555,25 +763,37 @@ def report(
     extras: Extras | None,
     args: argparse.Namespace,
     markdown: bool,
+    unavailable: dict[str, str] | None = None,
 ) -> str:
+    """The tables; ``unavailable``: Chorus models this checkout lacks (:func:`chorus_unavailable`)."""
+    global CLOCK
     river, moa = results.get("river", {}), results.get("moa", {})
     chorus, batch = results.get("chorus", {}), results.get("batch", {})
+    unavailable = {k: why for k, why in (unavailable or {}).items() if k in models}
     headers = ["model", "river acc / ex/s", "MOA acc / ex/s", "Chorus acc / ex/s",
                "Chorus/river", "Chorus/MOA", "target"]  # fmt: skip
     rows = []
     for key in models:
         r, m, c = river.get(key), moa.get(key), chorus.get(key)
-        rows.append([NAMES[key], fmt_cell(r), fmt_cell(m), fmt_cell(c),
+        ours = "not available" if key in unavailable else fmt_cell(c)
+        rows.append([NAMES[key], fmt_cell(r), fmt_cell(m), ours,
                      fmt_ratio(c, r), fmt_ratio(c, m), fmt_target(key)])  # fmt: skip
         if key in batch:
             b = batch[key]
             rows.append([f"{NAMES[key]}, Chorus batch", "", "", fmt_cell(b),
                          fmt_ratio(b, r), fmt_ratio(b, m), ""])  # fmt: skip
     parts = [render(headers, rows, markdown)]
+    if unavailable:
+        parts.append("Not available in this checkout's Chorus: " + "; ".join(
+            f"{NAMES[k]} ({why})" for k, why in unavailable.items()) + ".")  # fmt: skip
+    if any(key in GOALS for key in models):
+        title = f"Goals of issue 37 (rates by the {CLOCK} clock)"
+        parts.append(f"**{title}**" if markdown else title)
+        parts.append(render(["model", "ratio", "measured", "goal", "status"],
+                            goal_rows(models, results), markdown))  # fmt: skip
 
     # The same run seen through the other clock: on a busy shared machine wall-clock rates
     # swing with other people's load, the timing thread's CPU time much less.
-    global CLOCK
     primary, CLOCK = CLOCK, ("cpu" if CLOCK == "wall" else "wall")
     try:
         other = [["model", "river ex/s", "MOA ex/s", "Chorus ex/s", "Chorus batch ex/s",
@@ -679,6 +899,23 @@ def environment(args: argparse.Namespace, load_before: tuple[float, ...]) -> str
             for k, (cls, cli) in moa_specs(args.n_models, args.delta).items()
             if k in args.models
         )
+        + forests_note(args)
+    )
+
+
+def forests_note(args: argparse.Namespace) -> str:
+    """What the forests' relative options come to on this stream's F features."""
+    if not set(args.models) & set(FORESTS):
+        return ""
+    f = n_features(make_stream(100, kind=args.stream))
+    k = round(f * SRP_SUBSPACE)
+    return (
+        f".  \nForests on this stream's F = {f} features: an ARF leaf splits on sqrt(F)+1 = "
+        f"{arf_features(f)} random ones (river `max_features={arf_features(f)}`), an SRP member "
+        f"sees {k + 1 if k < 2 else k} (round(0.6·F), +1 below 2); river Stacking(HT) = "
+        f"`StackingClassifier([PoissonMember(HT, seed=1000·seed+i) for i in "
+        f"range({args.n_models})], meta_classifier=OneVsRestClassifier(LogisticRegression()), "
+        "include_features=False)`"
     )
 
 
@@ -695,7 +932,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--n-models", type=int, default=10, help="ensemble size M (10)")
     p.add_argument("--seed", type=int, default=1, help="ensemble seed for all libraries (1)")
     p.add_argument("--skip", default="", help=f"comma list of parts to skip: {','.join(PARTS)}")
-    p.add_argument("--models", default=",".join(MODELS), help=f"comma list of {','.join(MODELS)}")
+    p.add_argument("--models", default=",".join(MODELS),
+                   help=f"comma list of {','.join(MODELS + FORESTS)} (default: the first "
+                   f"{len(MODELS)}; the forests of issue 37: --models {','.join(FORESTS)})")  # fmt: skip
     p.add_argument("--delta", type=float, default=DELTA,
                    help="Hoeffding bound delta for every tree in all three libraries (1e-7)")  # fmt: skip
     p.add_argument("--warmup", type=int, default=1000, help="untimed warm-up examples (1000)")
@@ -717,8 +956,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if bad := args.skip - set(PARTS):
         p.error(f"unknown part(s) {sorted(bad)}; choose from {', '.join(PARTS)}")
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
-    if bad := set(args.models) - set(MODELS):
-        p.error(f"unknown model(s) {sorted(bad)}; choose from {', '.join(MODELS)}")
+    if bad := set(args.models) - set(MODELS + FORESTS):
+        p.error(f"unknown model(s) {sorted(bad)}; choose from {', '.join(MODELS + FORESTS)}")
     return args
 
 
@@ -738,13 +977,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     if "batch" not in args.skip:
         results["batch"] = run_chorus(stream, args.models, args, batch=True)
     extras = run_extras(args) if "extras" not in args.skip else None
+    unavailable = chorus_unavailable() if {"chorus", "batch"} - args.skip else {}
 
-    print(report(results, args.models, extras, args, args.markdown))  # noqa: T201
+    print(report(results, args.models, extras, args, args.markdown, unavailable))  # noqa: T201
     print()  # noqa: T201
     print(environment(args, load_before))  # noqa: T201
 
     if args.out:
-        body = report(results, args.models, extras, args, markdown=True)
+        body = report(results, args.models, extras, args, markdown=True, unavailable=unavailable)
         write_result(args.out, "Peer benchmark: Chorus vs river vs MOA (capymoa)", "peers.py",
                      sys.argv[1:] if argv is None else argv,
                      f"{body}\n\n{environment(args, load_before)}\n")  # fmt: skip
@@ -757,6 +997,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         }  # fmt: skip
         if extras is not None:
             raw["extras"] = extras.__dict__
+        raw["unavailable"] = {k: why for k, why in unavailable.items() if k in args.models}
         Path(args.json).write_text(json.dumps(raw, indent=2))
 
 
