@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import _adaptive as ak
-from . import adwin, ddm
+from . import adwin, ddm, stacking
 from .diversity import window_diversity
 
 DRIFTS = {None: ak.NO_DRIFT, "adwin": ak.DRIFT_ADWIN, "ddm": ak.DRIFT_DDM}
@@ -54,8 +54,9 @@ def new_state(n_models: int, window: int, poisson_lambda: float,
     """Fresh arrays for ``n_models`` members and a window of ``window`` examples (an
     ``AdaptiveState`` in the ``AdaptiveStruct`` the kernels get)."""
     M = n_models
+    fpar = [float(poisson_lambda), float(drift_delta), stacking.RATE, stacking.L2, stacking.INIT]
     arrays = ak.AdaptiveState(
-        fpar=np.array([float(poisson_lambda), float(drift_delta)]),
+        fpar=np.array(fpar),
         adwin=adwin.adwin_state(M),
         ddm=ddm.ddm_state(M),
         win_pred=np.full((window, M), ak.RESET, np.int32),
@@ -66,6 +67,9 @@ def new_state(n_models: int, window: int, poisson_lambda: float,
         counters=np.zeros(3, np.int64),
         mpred=np.full(M, -1, np.int64),
         lam=np.zeros((3, M)),
+        meta_w=np.zeros((0, 1)),  # (capacity 0: the stacked vote's kernels grow them)
+        meta_x=np.zeros((M + 1, 0)),
+        meta_n=np.zeros(1, np.int64),
     )
     return ak.AdaptiveStruct(arrays)
 

@@ -38,6 +38,7 @@ MODELS: dict[str, Callable[[], Any]] = {
         _ht(), n_models=3, seed=6, drift="adwin", poisson_lambda=6.0, output_codes=True
     ),
     "boost_adwin": lambda: ensembles.OnlineBoosting(_ht(), n_models=3, seed=7, drift="adwin"),
+    "bag_stacking": lambda: ensembles.OnlineBagging(_ht(), n_models=3, seed=8, vote="stacking"),
 }
 
 
