@@ -605,7 +605,7 @@ def adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn,
 def boosting_adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
                           n_cls, code_attr, need, hint, hinted):  # fmt: skip
     """ADWIN boosting over rows (signature of ``learners.compiled.single_run``; ``st`` an
-    ``AdaptiveStruct``; ``ipar[REUSE]`` is 0). Returns the first row not processed."""
+    ``AdaptiveStruct``). Returns the first row not processed."""
     return adaptive_rows(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
                          n_cls, code_attr, need, hint, hinted, BOOSTING)  # fmt: skip
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from learners import Limits, NativeLearner
 from learners.base import Features, Label
 
-from . import _kernels, stacking
+from . import _kernels, adaptive, stacking
 from .base import OnlineEnsemble
 
 
@@ -42,6 +42,27 @@ class VotingEnsemble(OnlineEnsemble):
     def _ipar(self) -> np.ndarray:
         """``[seed, vote code]``, the kernels' integer parameters."""
         return np.array([self.seed, _kernels.vote_code(self.vote, self.votes)], dtype=np.int64)
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether the model runs the adaptive kernel (the subclass says when)."""
+        return False
+
+    # ---------------------------------------------------------------- the adaptive kernel's calls
+    def _runner(self) -> Any:
+        """An adaptive model's per-example calls reuse the members' predictions of ``x`` for
+        the learn of ``x`` that follows them (``adaptive.PredictionReusingRunner``); decided once
+        here, not on every call of the plain model's hot path."""
+        return adaptive.PredictionReusingRunner if self.adaptive else None
+
+    def _forget_predictions(self) -> None:
+        """No member prediction of the last call is reused (the members change otherwise)."""
+        if self.adaptive:
+            cast(Any, self._be).runner.forget()
+
+    def _run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
+        self._forget_predictions()
+        return super()._run(X, ys, ws, predict=predict, learn=learn)
 
     # ---------------------------------------------------------------- the stacked vote
     def _stacked_vote(self, x: Features) -> dict | None:

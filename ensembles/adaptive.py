@@ -208,11 +208,13 @@ class DriftReport:
 
 
 class PredictionReusingRunner:
-    """The per-example calls (``run_one``) of adaptive online bagging, which reuse the members'
-    predictions of ``x`` from ``predict_one(x)`` for the ``learn_one(x, y)`` that follows it.
+    """The per-example calls (``run_one``) of adaptive online bagging and boosting, which reuse
+    the members' predictions of ``x`` from ``predict_one(x)`` for the ``learn_one(x, y)`` that
+    follows it.
 
     River's loop is ``predict_one(x)`` then ``learn_one(x, y)``; the adaptive kernel needs each
-    member's prediction of ``x`` before learning it (the window, the detectors). The kernel
+    member's prediction of ``x`` before learning it (the window, bagging's detectors, the
+    stacked vote's meta-learner, which also reuses their probabilities, ``st.meta_x``). The kernel
     keeps them in the state (``st.mpred``), and a learn reuses them (``ipar[REUSE]`` set for
     its call, 0 between calls) when its ``x`` is the one the last call predicted (the same
     object and the same content) and nothing ran in between. A learn that the bank defers

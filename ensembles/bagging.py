@@ -166,21 +166,6 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         self._float_state = adaptive.new_state(self.n_models, self._window, self.poisson_lambda,
                                      self.drift_delta)  # fmt: skip
 
-    def _runner(self) -> Any:
-        """An adaptive model's per-example calls reuse the members' predictions of ``x`` for
-        the learn of ``x`` that follows them (``adaptive.PredictionReusingRunner``); decided once
-        here, not on every call of the plain model's hot path."""
-        return adaptive.PredictionReusingRunner if self.adaptive else None
-
-    def _forget_predictions(self) -> None:
-        """No member prediction of the last call is reused (the members change otherwise)."""
-        if self.adaptive:
-            cast(Any, self._be).runner.forget()
-
-    def _run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
-        self._forget_predictions()
-        return super()._run(X, ys, ws, predict=predict, learn=learn)
-
     def _extra_params(self) -> dict:
         out = super()._extra_params()
         defaults = {"poisson_lambda": 1.0, "drift": None, "drift_delta": 0.002, "window": None,

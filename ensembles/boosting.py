@@ -293,6 +293,7 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
         N = len(X)
         if N == 0:
             return self
+        self._forget_predictions()  # the members change: no prediction of theirs is reused
         enc = self._encode_block(X, y)
         D = np.full(N, 1.0 / N)
         for m in range(self.n_models):
