@@ -283,3 +283,29 @@ def test_options_and_specs() -> None:
     for i in range(20):
         slow.learn_one({"a": float(i % 5)}, i % 5 > 2)
     assert slow._meta.learned == 20 and slow.predict_one({"a": 4.0}) is True
+
+
+def test_the_arrays_grow_alike_compiled_and_interpreted() -> None:
+    """Compiled, then interpreted twins (``learners.jit``) while new classes arrive (the twin
+    grows the arrays of a struct that compiled code made: ``AdaptiveStruct``'s grown arrays are
+    set in both), then compiled again: the same answers and state as compiled throughout."""
+    from learners import jit
+
+    data = list(mixed_stream(300, 4))
+    for i in range(120, 300, 7):  # classes 3, 4, ...: capacity 2 -> 4 -> 8 in the twin's part
+        data[i] = (data[i][0], f"c{i % 5}")
+
+    def run(modes: list[bool]) -> tuple:
+        model = _stacked()
+        answers = []
+        try:
+            for part, mode in zip((data[:100], data[100:200], data[200:]), modes, strict=True):
+                jit.set_interpreted(mode)
+                answers += [model.predict_learn_one(x, y) for x, y in part]
+        finally:
+            jit.set_interpreted(False)
+        return answers, model.to_state()
+
+    compiled = run([False, False, False])
+    assert len(compiled[1]["header"]["schema"]["classes"]) == 7
+    assert same(run([False, True, False]), compiled)
