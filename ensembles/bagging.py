@@ -103,6 +103,15 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
     >>> model.predict_one({"x": 8.0}), model.describe()["n_drifts"] > 0
     (False, True)
 
+    The stacked vote, a meta-learner trained on what the members say before learning each
+    example (``describe()["meta_learner"]`` gives its size):
+
+    >>> model = OnlineBagging(NaiveBayes(), n_models=5, seed=1, vote="stacking")
+    >>> for i in range(100):
+    ...     model.learn_one({"x": float(i % 10)}, i % 10 >= 5)
+    >>> model.predict_one({"x": 8.0}), model.describe()["meta_learner"]["learned"]
+    (True, 100)
+
     References
     ----------
     Oza, N. C. (2001). Online Ensemble Learning. PhD thesis, UC Berkeley, ch. 3.

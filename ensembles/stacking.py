@@ -78,6 +78,21 @@ class MetaLearner:
     rate, l2, init
         SGD learning rate, L2 penalty and the initial weight of a member's probability of a
         class for that class.
+
+    Examples
+    --------
+    Two members that both lean to class 0 on an input whose labels alternate: the meta-learner
+    starts as the softmax of their summed probabilities and learns from the labels.
+
+    >>> import numpy as np
+    >>> meta = MetaLearner(n_models=2)
+    >>> X = np.array([[0.9, 0.1], [0.6, 0.4]])  # X[m, c]: member m's probability of class c
+    >>> for y in [1, 0, 1, 0]:
+    ...     meta.learn(X, y, 1.0)
+    >>> meta.learned, meta.weights.shape  # C x (M C + 1): the weights, then the bias
+    (4, (2, 5))
+    >>> meta.proba(X).round(3).tolist()
+    [0.729, 0.271]
     """
 
     def __init__(self, n_models: int, rate: float = RATE, l2: float = L2,
