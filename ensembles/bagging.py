@@ -77,8 +77,8 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
     threads
         Threads a batch (``learn_many``, ``predict_learn_many``, ``predict_proba_many``) runs
         the members in (1, default: the calling thread only). Members are independent work: with
-        a native learner and Oza's bagging (no ``drift``, ``window`` or weighted vote, whose
-        members share detectors and votes) groups of members run in parallel, with results
+        a native learner and Oza's bagging (no ``drift``, ``window``, weighted or stacked vote,
+        whose members share detectors and votes) groups of members run in parallel, with results
         bit-identical to one thread. Not part of the model (neither its spec nor its state);
         settable later as ``model.threads``.
 
