@@ -28,6 +28,12 @@ binary problem ``output_code(seed, m, y)`` instead of ``y`` (its detector and th
 it right or wrong on that bit), and the vote decodes: class c gets each member's vote for c's
 bit (``codes_predict``).
 
+With ``vote="stacking"`` (``_kernels.VOTE_STACKING``, bagging or boosting) the vote keeps every
+member's class probabilities (``_stacking.keep_member``) and is the meta-learner's once it has
+learned an example (``_stacking.meta_vote``; the average vote before), and each learned example
+is learned by the meta-learner on those probabilities before any member learns it
+(``_stacking.meta_learn``).
+
 ``boosting_adaptive_run`` is online boosting (``_kernels.boosting_learn``, Oza 2001 Fig. 4.3) with
 the same window and one ADWIN detector per member on its 0/1 error after learning; on a change
 the member with the highest estimated error is reset and its ``lambda_sc``, ``lambda_sw`` zeroed
@@ -62,13 +68,14 @@ from learners.compiled import (
 from learners.compiled import best_class as argmax
 from learners.jit import one_specialisation
 
-from . import _kernels, _rng, adwin, ddm
+from . import _kernels, _rng, _stacking, adwin, ddm
 from ._kernels import (
     BAGGING,
     BOOSTING,
     SC,
     SW,
     VOTE_MAJORITY,
+    VOTE_STACKING,
     VOTE_WEIGHTED,
     Example,
     Rows,
@@ -83,12 +90,14 @@ from ._kernels import (
     vote_weights,
 )
 from ._rng import uniform
+from ._stacking import keep_member, meta_learn, meta_room, meta_vote
 from .adwin import AdwinState, adwin_estimate, adwin_reset, adwin_update
 from .ddm import DRIFT as DDM_DRIFT
 from .ddm import ddm_reset, ddm_update
 
 purge_stale_cache(
-    __file__, (*KERNEL_SOURCES, *(Path(str(m.__file__)) for m in (_rng, adwin, ddm, _kernels)))
+    __file__,
+    (*KERNEL_SOURCES, *(Path(str(m.__file__)) for m in (_rng, adwin, ddm, _kernels, _stacking))),
 )
 
 # ipar: [seed, vote, drift detector, window length, ADWIN clock, ADWIN min_len, reuse, output
@@ -98,7 +107,8 @@ purge_stale_cache(
 # (``_kernels.LAMBDA_THESIS`` or ``LAMBDA_MOA``)
 SEED, VOTE, DRIFT, WINDOW, CLOCK, MIN_LEN, REUSE, CODES, RULE = range(9)
 NO_DRIFT, DRIFT_ADWIN, DRIFT_DDM = 0, 1, 2
-# fpar: [Poisson lambda, ADWIN delta]
+# fpar: [Poisson lambda, ADWIN delta, the meta-learner's learning rate, L2 penalty and initial
+# weight (``_stacking.META_RATE``, ``META_L2``, ``META_INIT``)]
 LAMBDA, DELTA = 0, 1
 # counters: [ring position, rows in the window, members reset]
 POS, FILLED, RESETS = 0, 1, 2
@@ -111,7 +121,7 @@ class AdaptiveState(NamedTuple):
     """What the adaptive kernels read and write besides the trees (the arrays; the kernels get
     them in an ``AdaptiveStruct``, with these fields)."""
 
-    fpar: np.ndarray  # [2] float parameters (LAMBDA, DELTA)
+    fpar: np.ndarray  # [5] float parameters (LAMBDA, DELTA, _stacking.META_RATE, ...)
     adwin: AdwinState  # one detector per member
     ddm: np.ndarray  # [M, 6] one DDM detector per member (ensembles.ddm)
     win_pred: np.ndarray  # [W, M] int32: class predicted by member m (-1: none, RESET)
@@ -123,6 +133,13 @@ class AdaptiveState(NamedTuple):
     mpred: np.ndarray  # [M] scratch: the members' predictions of the current row
     lam: np.ndarray  # [3, M] boosting's lambda_sc, lambda_sw per member, total weight seen
     # at [2, 0] (``_kernels.boost_step``; unused by bagging)
+    # the meta-learner of vote="stacking" (``_stacking``; [0, 1], [M + 1, 0] without it)
+    meta_w: np.ndarray  # [K, M K + 1] its weights (grown: GROWN)
+    meta_x: np.ndarray  # [M + 1, K] the members' class probabilities of the current row (grown)
+    meta_n: np.ndarray  # [1] examples it learned
+
+
+GROWN = ("meta_w", "meta_x")  # fields a kernel may replace by larger arrays (_stacking.meta_room)
 
 
 @structref.register
@@ -150,6 +167,9 @@ STRUCT_TYPE = AdaptiveStructType([
     ("win_pred", types.Array(types.int32, 2, "C")),
     *((name, _ints(1)) for name in ("win_y", "win_ok", "win_n", "resets", "counters", "mpred")),
     ("lam", _floats(2)),
+    ("meta_w", _floats(2)),
+    ("meta_x", _floats(2)),
+    ("meta_n", _ints(1)),
 ])  # fmt: skip
 assert tuple(STRUCT_TYPE.field_dict) == AdaptiveState._fields
 
@@ -161,7 +181,13 @@ class AdaptiveStruct(structref.StructRefProxy):
     struct of ``unowned`` views of the same arrays, which the kernels pass down. A kernel call
     unboxes one object instead of the fifteen arrays of the named tuple, and a call between
     kernels passes one pointer instead of copying them (profile.md, session 10). The struct
-    does not keep the arrays alive: this object does."""
+    does not keep the arrays alive: this object does.
+
+    The ``GROWN`` arrays (the meta-learner's) may be replaced by a kernel with larger ones: a
+    compiled kernel replaces them in the struct (which then owns them), an interpreted one sets
+    this object's attribute. So they are properties: the struct's arrays once it is made (read
+    and set through compiled calls), else ``arrays``'; a set (a twin's growth, a load) puts the
+    array in both, so that the struct and ``arrays`` never hold an older one."""
 
     arrays: AdaptiveState
     _type: AdaptiveStructType
@@ -176,13 +202,36 @@ class AdaptiveStruct(structref.StructRefProxy):
     counters: np.ndarray
     mpred: np.ndarray
     lam: np.ndarray
+    meta_n: np.ndarray
 
     def __new__(cls, arrays: AdaptiveState) -> AdaptiveStruct:
         self = object.__new__(cls)  # (StructRefProxy.__new__ would compile a constructor now)
         self._type = STRUCT_TYPE
         self.arrays = arrays
-        self.__dict__.update(arrays._asdict())
+        self.__dict__.update((k, v) for k, v in arrays._asdict().items() if k not in GROWN)
         return self
+
+    def _grown(self, name: str) -> np.ndarray:
+        if "_meminfo" in self.__dict__:  # the struct's: a compiled kernel may have replaced it
+            return _grown_arrays(self)[GROWN.index(name)]
+        return getattr(self.arrays, name)
+
+    def _set_grown(self, meta_w: np.ndarray | None = None,
+                   meta_x: np.ndarray | None = None) -> None:  # fmt: skip
+        """Make ``meta_w`` / ``meta_x`` (those given) the current arrays, in ``arrays`` and in
+        the struct if it is made (with the other one as the struct holds it)."""
+        made = "_meminfo" in self.__dict__
+        w, x = _grown_arrays(self) if made else (self.arrays.meta_w, self.arrays.meta_x)
+        w = w if meta_w is None else meta_w
+        x = x if meta_x is None else meta_x
+        self.arrays = self.arrays._replace(meta_w=w, meta_x=x)
+        if made:
+            _set_grown_arrays(self, w, x)
+
+    meta_w = property(lambda self: self._grown("meta_w"),
+                      lambda self, value: self._set_grown(meta_w=value))  # fmt: skip
+    meta_x = property(lambda self: self._grown("meta_x"),
+                      lambda self, value: self._set_grown(meta_x=value))  # fmt: skip
 
     @cached_property
     def _meminfo(self) -> Any:  # what numba unboxes: the struct's, made on first use
@@ -205,8 +254,21 @@ def _make_struct(st):
         AdwinState(unowned(a.tot), unowned(a.var), unowned(a.cnt), unowned(a.fs), unowned(a.iv)),
         unowned(st.ddm), unowned(st.win_pred), unowned(st.win_y), unowned(st.win_ok),
         unowned(st.win_n), unowned(st.resets), unowned(st.counters), unowned(st.mpred),
-        unowned(st.lam),
+        unowned(st.lam), unowned(st.meta_w), unowned(st.meta_x), unowned(st.meta_n),
     )  # fmt: skip
+
+
+@nb.njit(cache=True)
+def _grown_arrays(st):
+    """The ``GROWN`` arrays the struct ``st`` holds now (a kernel may have replaced them)."""
+    return st.meta_w, st.meta_x
+
+
+@nb.njit(cache=True)
+def _set_grown_arrays(st, meta_w, meta_x):
+    """Make the struct ``st`` hold (and own a reference to) these ``GROWN`` arrays."""
+    st.meta_w = meta_w
+    st.meta_x = meta_x
 
 
 @nb.njit(cache=True, inline="always")
@@ -237,16 +299,22 @@ def member_classes(ipar, n):
 
 @nb.njit(cache=True)
 def adaptive_predict(B, ipar, st, xr, cr, n, sc, out_row):
-    """The vote (majority, average, or accuracy-weighted average); members' top classes are
-    kept in ``st.mpred`` for the learning step. Members' probabilities are sparse."""
+    """The vote (majority, average, accuracy-weighted average, or stacked); members' top
+    classes are kept in ``st.mpred`` for the learning step (and with the stacked vote their
+    probabilities in ``st.meta_x``). Members' probabilities are sparse."""
     if ipar[CODES] == 1:
         codes_predict(B, ipar, st, xr, cr, n, sc, out_row)
         return
+    stacking = ipar[VOTE] == VOTE_STACKING
+    if stacking:
+        meta_room(st, n)
     out_row[:n] = 0.0
     total = 0.0
     pk, pv = sc.pk, sc.pv
     for m in range(B.kind.shape[0]):
         k = tree_proba(B, B, m, xr, cr, n, sc.code_attr, pk, pv, sc.hint)
+        if stacking:
+            keep_member(st, m, pk, pv, k)
         if k > 0:
             top = argmax(pk, pv, k)
             st.mpred[m] = top
@@ -262,6 +330,8 @@ def adaptive_predict(B, ipar, st, xr, cr, n, sc, out_row):
     if total > 0.0:
         for c in range(n):
             out_row[c] /= total
+    if stacking:
+        meta_vote(st, n, out_row)
 
 
 @nb.njit(cache=True)
@@ -414,20 +484,28 @@ def reset_worst(B, ipar, st, hint):
 @nb.njit(cache=True)
 def boosting_adaptive_predict(B, ipar, st, xr, cr, n, sc, out_row):
     """Online boosting's vote (``_kernels.boosting_predict``: log((1 - e_m) / e_m) per member),
-    and every member's top class in ``st.mpred`` (those without a vote too, for the window)."""
+    and every member's top class in ``st.mpred`` (those without a vote too, for the window);
+    the stacked vote replaces it once the meta-learner has learned (every member's
+    probabilities kept in ``st.meta_x``)."""
     M = B.kind.shape[0]
     wts = np.empty(M)
     vote_weights(st.lam[SC], st.lam[SW], wts)
+    stacking = ipar[VOTE] == VOTE_STACKING
+    if stacking:
+        meta_room(st, n)
     out_row[:n] = 0.0
     total = 0.0
     pk, pv = sc.pk, sc.pv
     for m in range(M):
         k = tree_proba(B, B, m, xr, cr, n, sc.code_attr, pk, pv, sc.hint)
         st.mpred[m] = argmax(pk, pv, k) if k > 0 else -1
+        if stacking:
+            keep_member(st, m, pk, pv, k)
         if wts[m] > 0.0 and k > 0:
             add_vote(out_row, wts[m], pk, pv, k, ipar[VOTE] == VOTE_MAJORITY)
             total += wts[m]
-    end_vote(B, xr, cr, n, sc, out_row, total)
+    if not (stacking and meta_vote(st, n, out_row)):
+        end_vote(B, xr, cr, n, sc, out_row, total)
 
 
 @nb.njit(cache=True)
@@ -489,16 +567,24 @@ def adaptive_loop(B, ipar, st, rows, out, sc, start, do_predict, do_learn, need,
             else:
                 boosting_adaptive_predict(B, ipar, st, xr, cr, rows.n_cls[r], sc, o)
         if do_learn and rows.ws[r] > 0.0:
-            # the members' predictions before learning: bagging's detectors and any window use
-            # them (ADWIN boosting's detectors use the prediction after learning)
+            # the members' predictions before learning: bagging's detectors, any window and the
+            # stacked vote's meta-learner use them (ADWIN boosting's detectors use the
+            # prediction after learning)
+            stacking = ipar[VOTE] == VOTE_STACKING
             if (not predicted and not (r == start and ipar[REUSE] == 1)
-                    and (method == BAGGING or ipar[WINDOW] > 0)):  # fmt: skip
+                    and (method == BAGGING or ipar[WINDOW] > 0 or stacking)):  # fmt: skip
                 mc = member_classes(ipar, rows.n_cls[r])
+                if stacking:
+                    meta_room(st, mc)
                 for m in range(M):
                     k = tree_proba(B, B, m, xr, cr, mc, sc.code_attr, pk, pv, hint)
                     st.mpred[m] = argmax(pk, pv, k)  # -1: no prediction (a bit with codes)
+                    if stacking:
+                        keep_member(st, m, pk, pv, k)
             ex = Example(xr, cr, rows.ys[r], rows.ws[r], rows.seqs[r],
                          classes_after(rows.n_cls, rows.ys, r))  # fmt: skip
+            if stacking:  # the meta-learner first: the members have not learned the example
+                meta_learn(st, rows.n_cls[r], ex.n_classes, ex.y, ex.w)
             if method == BAGGING:
                 adaptive_learn(B, ipar, st, ex, sc)
             else:
@@ -519,7 +605,7 @@ def adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn,
 def boosting_adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
                           n_cls, code_attr, need, hint, hinted):  # fmt: skip
     """ADWIN boosting over rows (signature of ``learners.compiled.single_run``; ``st`` an
-    ``AdaptiveStruct``; ``ipar[REUSE]`` is 0). Returns the first row not processed."""
+    ``AdaptiveStruct``). Returns the first row not processed."""
     return adaptive_rows(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out,
                          n_cls, code_attr, need, hint, hinted, BOOSTING)  # fmt: skip
 

@@ -38,8 +38,9 @@ from ._rng import poisson
 
 purge_stale_cache(__file__, (*KERNEL_SOURCES, *(Path(str(m.__file__)) for m in (_rng, _atomic))))
 
-VOTE_MAJORITY, VOTE_AVERAGE, VOTE_WEIGHTED = 0, 1, 2
-VOTES = {"majority": VOTE_MAJORITY, "average": VOTE_AVERAGE, "weighted": VOTE_WEIGHTED}
+VOTE_MAJORITY, VOTE_AVERAGE, VOTE_WEIGHTED, VOTE_STACKING = 0, 1, 2, 3
+VOTES = {"majority": VOTE_MAJORITY, "average": VOTE_AVERAGE, "weighted": VOTE_WEIGHTED,
+         "stacking": VOTE_STACKING}  # fmt: skip
 
 
 def vote_code(vote: str, allowed: tuple[str, ...] = ("average", "majority")) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import _adaptive as ak
-from . import adwin, ddm
+from . import adwin, ddm, stacking
 from .diversity import window_diversity
 
 DRIFTS = {None: ak.NO_DRIFT, "adwin": ak.DRIFT_ADWIN, "ddm": ak.DRIFT_DDM}
@@ -54,8 +54,9 @@ def new_state(n_models: int, window: int, poisson_lambda: float,
     """Fresh arrays for ``n_models`` members and a window of ``window`` examples (an
     ``AdaptiveState`` in the ``AdaptiveStruct`` the kernels get)."""
     M = n_models
+    fpar = [float(poisson_lambda), float(drift_delta), stacking.RATE, stacking.L2, stacking.INIT]
     arrays = ak.AdaptiveState(
-        fpar=np.array([float(poisson_lambda), float(drift_delta)]),
+        fpar=np.array(fpar),
         adwin=adwin.adwin_state(M),
         ddm=ddm.ddm_state(M),
         win_pred=np.full((window, M), ak.RESET, np.int32),
@@ -66,6 +67,9 @@ def new_state(n_models: int, window: int, poisson_lambda: float,
         counters=np.zeros(3, np.int64),
         mpred=np.full(M, -1, np.int64),
         lam=np.zeros((3, M)),
+        meta_w=np.zeros((0, 1)),  # (capacity 0: the stacked vote's kernels grow them)
+        meta_x=np.zeros((M + 1, 0)),
+        meta_n=np.zeros(1, np.int64),
     )
     return ak.AdaptiveStruct(arrays)
 
@@ -204,11 +208,13 @@ class DriftReport:
 
 
 class PredictionReusingRunner:
-    """The per-example calls (``run_one``) of adaptive online bagging, which reuse the members'
-    predictions of ``x`` from ``predict_one(x)`` for the ``learn_one(x, y)`` that follows it.
+    """The per-example calls (``run_one``) of adaptive online bagging and boosting, which reuse
+    the members' predictions of ``x`` from ``predict_one(x)`` for the ``learn_one(x, y)`` that
+    follows it.
 
     River's loop is ``predict_one(x)`` then ``learn_one(x, y)``; the adaptive kernel needs each
-    member's prediction of ``x`` before learning it (the window, the detectors). The kernel
+    member's prediction of ``x`` before learning it (the window, bagging's detectors, the
+    stacked vote's meta-learner, which also reuses their probabilities, ``st.meta_x``). The kernel
     keeps them in the state (``st.mpred``), and a learn reuses them (``ipar[REUSE]`` set for
     its call, 0 between calls) when its ``x`` is the one the last call predicted (the same
     object and the same content) and nothing ran in between. A learn that the bank defers

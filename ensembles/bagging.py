@@ -42,9 +42,12 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         Key of the counter-based Poisson draws: same seed + same stream = identical model.
     vote
         ``"average"`` (default: mean of the members' probabilities, as MOA and river),
-        ``"majority"`` (the thesis: one vote per member for its top class) or ``"weighted"``
+        ``"majority"`` (the thesis: one vote per member for its top class), ``"weighted"``
         (members' probabilities weighted by their accuracy over the last ``window`` examples,
-        smoothed as (correct + 1) / (counted + 2)).
+        smoothed as (correct + 1) / (counted + 2)) or ``"stacking"`` (a meta-learner, softmax
+        regression over the members' probabilities, learns each example from what the
+        members said *before* learning it; the average vote until it has learned one:
+        ``ensembles.stacking``; not with ``output_codes``).
     poisson_lambda
         Rate of the Poisson weights: 1 (default) is Oza's bagging; 6 with ``drift="adwin"`` is
         leveraging bagging (Bifet, Holmes & Pfahringer 2010).
@@ -74,8 +77,8 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
     threads
         Threads a batch (``learn_many``, ``predict_learn_many``, ``predict_proba_many``) runs
         the members in (1, default: the calling thread only). Members are independent work: with
-        a native learner and Oza's bagging (no ``drift``, ``window`` or weighted vote, whose
-        members share detectors and votes) groups of members run in parallel, with results
+        a native learner and Oza's bagging (no ``drift``, ``window``, weighted or stacked vote,
+        whose members share detectors and votes) groups of members run in parallel, with results
         bit-identical to one thread. Not part of the model (neither its spec nor its state);
         settable later as ``model.threads``.
 
@@ -100,6 +103,15 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
     >>> model.predict_one({"x": 8.0}), model.describe()["n_drifts"] > 0
     (False, True)
 
+    The stacked vote, a meta-learner trained on what the members say before learning each
+    example (``describe()["meta_learner"]`` gives its size):
+
+    >>> model = OnlineBagging(NaiveBayes(), n_models=5, seed=1, vote="stacking")
+    >>> for i in range(100):
+    ...     model.learn_one({"x": float(i % 10)}, i % 10 >= 5)
+    >>> model.predict_one({"x": 8.0}), model.describe()["meta_learner"]["learned"]
+    (True, 100)
+
     References
     ----------
     Oza, N. C. (2001). Online Ensemble Learning. PhD thesis, UC Berkeley, ch. 3.
@@ -111,7 +123,7 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
     """
 
     kind = "bagging"
-    votes = ("average", "majority", "weighted")
+    votes = ("average", "majority", "weighted", "stacking")
 
     _kernel = staticmethod(_kernels.bagging_run)
 
@@ -122,6 +134,9 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         adaptive.check_options(poisson_lambda=poisson_lambda, drift=drift,
                                drift_delta=drift_delta, window=window,
                                output_codes=output_codes)  # fmt: skip
+        if output_codes and vote == "stacking":
+            raise ValueError("vote='stacking' is not available with output_codes (members give "
+                             "bits, not class probabilities)")  # fmt: skip
         self.poisson_lambda = poisson_lambda
         self.output_codes = output_codes
         self.drift = drift
@@ -141,9 +156,11 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
 
     @property
     def adaptive(self) -> bool:
-        """Whether the model runs the adaptive kernel (any option beyond Oza's bagging)."""
+        """Whether the model runs the adaptive kernel (any option beyond Oza's bagging; the
+        stacked vote with a native learner: with Python members it is ``_meta``'s)."""
         return (self.drift is not None or self.poisson_lambda != 1.0 or self.vote == "weighted"
-                or self._window > 0 or self.output_codes)  # fmt: skip
+                or self._window > 0 or self.output_codes
+                or (self.vote == "stacking" and self._meta is None))  # fmt: skip
 
     def _init_extra(self) -> None:
         self._int_params = self._ipar()
@@ -158,21 +175,6 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         self._float_state = adaptive.new_state(self.n_models, self._window, self.poisson_lambda,
                                      self.drift_delta)  # fmt: skip
 
-    def _runner(self) -> Any:
-        """An adaptive model's per-example calls reuse the members' predictions of ``x`` for
-        the learn of ``x`` that follows them (``adaptive.PredictionReusingRunner``); decided once
-        here, not on every call of the plain model's hot path."""
-        return adaptive.PredictionReusingRunner if self.adaptive else None
-
-    def _forget_predictions(self) -> None:
-        """No member prediction of the last call is reused (the members change otherwise)."""
-        if self.adaptive:
-            cast(Any, self._be).runner.forget()
-
-    def _run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
-        self._forget_predictions()
-        return super()._run(X, ys, ws, predict=predict, learn=learn)
-
     def _extra_params(self) -> dict:
         out = super()._extra_params()
         defaults = {"poisson_lambda": 1.0, "drift": None, "drift_delta": 0.002, "window": None,
@@ -181,14 +183,20 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         return out
 
     def _extra_arrays(self) -> dict[str, np.ndarray]:
-        return adaptive.state_arrays(self._float_state) if self.adaptive else {}
+        out = adaptive.state_arrays(self._float_state) if self.adaptive else {}
+        out.update(self._stack_arrays())
+        return out
 
     def _load_extra(self, arrays: dict[str, np.ndarray]) -> None:
         if self.adaptive:
             adaptive.load_state_arrays(self._float_state, arrays)
+        self._load_stack(arrays)
 
     # slow path: the same algorithm over Python member objects
     def _py_predict(self, x: Features) -> dict:
+        stacked = self._stacked_vote(x)  # (vote="stacking", once its meta-learner has learned)
+        if stacked is not None:
+            return stacked
         votes: dict[Label, float] = {}
         voters = 0
         for member in self._members:
@@ -208,6 +216,7 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         return {c: votes.get(c, 0.0) / voters for c in self._classes}
 
     def _py_learn(self, x: Features, y: Label, w: float, seq: int) -> None:
+        self._stack_learn(x, y, w)  # (vote="stacking": before any member learns x)
         for m, member in enumerate(self._members):
             k = poisson(1.0, self.seed, seq, m)
             if k > 0:

@@ -68,8 +68,12 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
     seed
         Key of the counter-based Poisson draws.
     vote
-        ``"average"`` (default: vote-weighted member probabilities, as MOA and river) or
-        ``"majority"`` (the thesis: each member's vote weight goes to its top class).
+        ``"average"`` (default: vote-weighted member probabilities, as MOA and river),
+        ``"majority"`` (the thesis: each member's vote weight goes to its top class) or
+        ``"stacking"`` (a meta-learner, softmax regression over the members' probabilities,
+        learns each example from what the members said *before* any of them learned it, then
+        the members learn as above; the average vote until it has learned one:
+        ``ensembles.stacking``).
     drift
         ``None`` (default: never forget, the thesis' algorithm) or ``"adwin"``: one ADWIN
         detector per member on its 0/1 error on the example after learning it (the same
@@ -146,8 +150,10 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
 
     @property
     def adaptive(self) -> bool:
-        """Whether the model runs the adaptive kernel (a detector or a window)."""
-        return self.drift is not None or self._window > 0
+        """Whether the model runs the adaptive kernel (a detector, a window, or the stacked vote
+        with a native learner: with Python members it is ``_meta``'s)."""
+        return (self.drift is not None or self._window > 0
+                or (self.vote == "stacking" and self._meta is None))  # fmt: skip
 
     def _init_extra(self) -> None:
         rule = _kernels.LAMBDA_RULES[self.lambda_rule]
@@ -201,6 +207,9 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
 
     # slow path
     def _py_predict(self, x: Features) -> dict:
+        stacked = self._stacked_vote(x)  # (vote="stacking", once its meta-learner has learned)
+        if stacked is not None:
+            return stacked
         wts = self.vote_weights
         votes: dict[Label, float] = {}
         total = 0.0
@@ -222,6 +231,7 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
         return {c: votes.get(c, 0.0) / total for c in self._classes}
 
     def _py_learn(self, x: Features, y: Label, w: float, seq: int) -> None:
+        self._stack_learn(x, y, w)  # (vote="stacking": before any member learns x)
         lam = kernel(_kernels.capped_lambda)(w)
         rule = _kernels.LAMBDA_RULES[self.lambda_rule]
         kernel(_kernels.boost_seen)(self._lam, w, rule)
@@ -245,6 +255,7 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
             out["boost.seen"] = self._lam[_kernels.SEEN, :1].copy()
         if self.adaptive:
             out.update(adaptive.state_arrays(self._float_state))
+        out.update(self._stack_arrays())
         return out
 
     def _load_extra(self, arrays: dict[str, np.ndarray]) -> None:
@@ -260,6 +271,7 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
             self._lam[row, : 1 if name == "boost.seen" else None] = src
         if self.adaptive:
             adaptive.load_state_arrays(self._float_state, arrays)
+        self._load_stack(arrays)
 
     def _describe_members(self) -> list[dict]:
         base = super()._describe_members()
@@ -281,6 +293,7 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
         N = len(X)
         if N == 0:
             return self
+        self._forget_predictions()  # the members change: no prediction of theirs is reused
         enc = self._encode_block(X, y)
         D = np.full(N, 1.0 / N)
         for m in range(self.n_models):

@@ -68,11 +68,12 @@ def test_arrays_of_another_type_are_refused_not_misread() -> None:
         _ = wrong._meminfo
 
 
-def test_river_loop_flags_the_reuse_of_the_members_predictions() -> None:
+@pytest.mark.parametrize("cls", [OnlineBagging, OnlineBoosting])
+def test_river_loop_flags_the_reuse_of_the_members_predictions(cls) -> None:
     """predict_one(x) then learn_one(x, y): the kernel call that runs the kept learn (the next
     prediction's) is told to reuse the members' predictions of x (``ipar[REUSE]``); a learn of
     a copy of x, or of x after another prediction, is not; the flag is 0 between calls."""
-    model = OnlineBagging(HoeffdingTree(), n_models=3, seed=2, drift="adwin")
+    model = cls(HoeffdingTree(), n_models=3, seed=2, drift="adwin")
     be = model._be
     seen: list[tuple[bool, bool, int]] = []
 
@@ -104,7 +105,7 @@ def test_river_loop_flags_the_reuse_of_the_members_predictions() -> None:
     model.learn_one(data[1][0], data[1][1], w=0.0)  # learns nothing: nothing kept to reuse
     model.predict_one(data[2][0])
     assert seen[-1] == (True, False, 0)
-    ref = OnlineBagging(HoeffdingTree(), n_models=3, seed=2, drift="adwin")
+    ref = cls(HoeffdingTree(), n_models=3, seed=2, drift="adwin")
     ref._defer_learns = False
     for i, (x, y) in enumerate(data):
         ref.predict_one(x)
@@ -119,14 +120,17 @@ def test_river_loop_flags_the_reuse_of_the_members_predictions() -> None:
 
 
 @pytest.mark.parametrize("between", ["mutate", "batch", "prime"])
-def test_no_reuse_of_predictions_made_stale_between_predict_and_learn(between) -> None:
+@pytest.mark.parametrize(("cls", "vote"), [(OnlineBagging, "weighted"), (OnlineBagging, "stacking"),
+                                           (OnlineBoosting, "stacking")])  # fmt: skip
+def test_no_reuse_of_predictions_made_stale_between_predict_and_learn(between, cls, vote) -> None:
     """predict_one(x), then x changed in place, or a batch or a prime run, then learn_one(x, y):
-    the members' predictions the kernel kept are not of this x in these members any more, and
-    the learn must predict them again: the same model as one that learns a copy of x."""
+    the members' predictions (and probabilities, for the stacked vote) the kernel kept are not
+    of this x in these members any more, and the learn must predict them again: the same model
+    as one that learns a copy of x."""
     data = list(flip_stream(900, drift_at=450, seed=8))
     extra = list(flip_stream(20, drift_at=0, seed=9))
-    options = {"drift": "adwin", "window": 100, "vote": "weighted"}
-    models = [OnlineBagging(HoeffdingTree(), n_models=4, seed=3, **options) for _ in range(2)]
+    options = {"drift": "adwin", "window": 100, "vote": vote}
+    models = [cls(HoeffdingTree(), n_models=4, seed=3, **options) for _ in range(2)]
     answers: list[list] = [[], []]
     for i, (x, y) in enumerate(data):
         for k, model in enumerate(models):

@@ -74,13 +74,14 @@ def test_boosting_edge_cases():
     assert all(float(w).is_integer() and w >= 1 for w in ws) and max(ws) > 1
 
 
-@pytest.mark.parametrize("vote", ["average", "majority"])
+@pytest.mark.parametrize("vote", ["average", "majority", "stacking"])
 @pytest.mark.parametrize("cls", [OnlineBagging, OnlineBoosting])
 @pytest.mark.parametrize(
     "learner", [NaiveBayes, DecisionStump, lambda: HoeffdingTree(grace_period=30)]
 )
 def test_compiled_kernel_equals_python_algorithm(cls, learner, vote):
-    """The compiled kernel mirrors the readable per-member algorithm exactly.
+    """The compiled kernel mirrors the readable per-member algorithm exactly (the stacked vote:
+    the adaptive kernel's meta-learner, ``ensembles._stacking``, against ``stacking.MetaLearner``).
 
     Classes and feature kinds are declared up front so that every member codes them in the same
     order as the shared schema (tie-breaking follows code order)."""
@@ -110,6 +111,11 @@ def test_compiled_kernel_equals_python_algorithm(cls, learner, vote):
     if cls is OnlineBoosting:
         assert list(fast._lam_sc) == pytest.approx(list(slow._lam_sc), rel=1e-12)
         assert list(fast._lam_sw) == pytest.approx(list(slow._lam_sw), rel=1e-12)
+    if vote == "stacking":
+        fast._settled()
+        a, b = fast._stack_arrays(), slow._stack_arrays()
+        assert a["stack.learned"][0] == b["stack.learned"][0] == 400
+        assert a["stack.weights"] == pytest.approx(b["stack.weights"], abs=1e-12)
 
 
 def test_online_bagging_converges_to_batch_bagging():

@@ -34,6 +34,12 @@ MODELS = {
     "Bagging(Stump)": lambda: OnlineBagging(DecisionStump(), n_models=4, seed=3),
     "LeveragingBagging(HT,weighted)": leveraging(vote="weighted", window=50),
     "LeveragingBagging(HT,codes)": leveraging(output_codes=True),
+    "Bagging(HT,stacking)": lambda: OnlineBagging(
+        HoeffdingTree(grace_period=20), n_models=4, seed=3, vote="stacking"
+    ),
+    "Boosting(NB,stacking)": lambda: OnlineBoosting(
+        NaiveBayes(), n_models=4, seed=3, vote="stacking"
+    ),
     "Boosting(HT)": lambda: OnlineBoosting(HoeffdingTree(grace_period=20), n_models=4, seed=3),
     "Boosting(NB,moa)": lambda: OnlineBoosting(NaiveBayes(), n_models=4, seed=3, lambda_rule="moa"),
     "Boosting(NB)": lambda: OnlineBoosting(NaiveBayes(), n_models=4, seed=3),
@@ -59,6 +65,12 @@ MODELS = {
     "Boosting(MLP)": lambda: OnlineBoosting(MLP(n_hidden=4), n_models=3, seed=3),
     "Bagging(river)": lambda: OnlineBagging(
         RiverLearner(tree.HoeffdingTreeClassifier(grace_period=20)), n_models=3, seed=3
+    ),
+    "Bagging(river,stacking)": lambda: OnlineBagging(
+        RiverLearner(tree.HoeffdingTreeClassifier(grace_period=20)),
+        n_models=3,
+        seed=3,
+        vote="stacking",
     ),
     "Boosting(river)": lambda: OnlineBoosting(
         RiverLearner(tree.HoeffdingTreeClassifier(grace_period=20)), n_models=3, seed=3

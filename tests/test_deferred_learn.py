@@ -54,6 +54,10 @@ MODELS = {
     "boost_adwin": lambda: ensembles.OnlineBoosting(
         _ht(), n_models=3, seed=8, drift="adwin", window=10
     ),
+    "bag_stacking": lambda: ensembles.OnlineBagging(_ht(), n_models=3, seed=9, vote="stacking"),
+    "boost_stacking": lambda: ensembles.OnlineBoosting(
+        learners.NaiveBayes(), n_models=3, seed=10, vote="stacking"
+    ),
 }
 
 

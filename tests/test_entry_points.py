@@ -38,6 +38,12 @@ def _models():
         "bag_adwin": lambda: ensembles.OnlineBagging(
             learners.HoeffdingTree(grace_period=5, delta=0.2), n_models=3, seed=4, drift="adwin"
         ),
+        "bag_stacking": lambda: ensembles.OnlineBagging(
+            learners.HoeffdingTree(grace_period=5, delta=0.2),
+            n_models=3,
+            seed=5,
+            vote="stacking",
+        ),
     }
 
 

@@ -315,6 +315,8 @@ if sys.argv[2] == "extras":  # the arrays beside the trees: detectors, window, b
          "params": {"grace_period": 30, "drift": "adwin", "window": 30}},
         {"ensemble": "bagging", "learner": "mlp", "n_models": 2, "seed": 8},
         {"ensemble": "bagging", "learner": "exact_tree", "n_models": 2, "seed": 10},
+        {"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 2, "seed": 11,
+         "params": {"grace_period": 30, "vote": "stacking"}},
     ]  # fmt: skip
 if sys.argv[2] in ("current", "extras"):
     for spec in SPECS:
@@ -426,6 +428,11 @@ CASES = [  # (spec params, array, index, value)
     ({"drift": "ddm", "vote": "weighted", "window": 30}, "window.win_ok", (0,), 31),
     ({"drift": "ddm"}, "ddm.state", (0, 1), np.nan),
     ({"drift": "ddm"}, "ddm.state", (0, 0), 0.5),
+    ({"vote": "stacking"}, "stack.weights", (0, 0), np.nan),
+    ({"vote": "stacking"}, "stack.weights", (0, 1), -np.inf),  # (only a bias may be -inf)
+    ({"vote": "stacking"}, "stack.weights", (1, 3), 1e300),
+    ({"vote": "stacking"}, "stack.learned", (0,), 10**9),
+    ({"vote": "stacking"}, "stack.learned", (0,), -1),
     ("boosting", "boost.lam_sc", (0,), -1.0),
     ("boosting", "boost.lam_sw", (1,), -1e-300),
     ("mlp", "m1.stat_w", (0,), -1.0),
@@ -460,7 +467,7 @@ for params, name, at, value in CASES:
 
 
 def test_forged_detectors_windows_and_sums_are_refused_naming_the_array() -> None:
-    for name, message in _refusals(EXTRAS_SCRIPT, 15):
+    for name, message in _refusals(EXTRAS_SCRIPT, 20):
         member_array = name.startswith(
             ("m0.", "m1.")
         )  # ("MLP state stat_w: ...", "ExactTree state y: ...")

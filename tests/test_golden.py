@@ -18,6 +18,7 @@ ENSEMBLES = {
     "single": lambda lrn: Single(lrn),
     "bagging": lambda lrn: OnlineBagging(lrn, n_models=5, seed=42),
     "boosting": lambda lrn: OnlineBoosting(lrn, n_models=5, seed=42),
+    "bagging_stacking": lambda lrn: OnlineBagging(lrn, n_models=5, seed=42, vote="stacking"),
 }
 
 
@@ -61,6 +62,16 @@ GOLDEN = {
     ("mixed", "boosting", "ht"): 1714,
     ("mixed", "boosting", "nb"): 1743,
     ("mixed", "boosting", "stump"): 1541,
+    # the stacked vote (ensembles.stacking)
+    ("agrawal", "bagging_stacking", "ht"): 1260,
+    ("agrawal", "bagging_stacking", "nb"): 1269,
+    ("agrawal", "bagging_stacking", "stump"): 1220,
+    ("categorical", "bagging_stacking", "ht"): 1631,
+    ("categorical", "bagging_stacking", "nb"): 1359,
+    ("categorical", "bagging_stacking", "stump"): 1375,
+    ("mixed", "bagging_stacking", "ht"): 1664,
+    ("mixed", "bagging_stacking", "nb"): 1699,
+    ("mixed", "bagging_stacking", "stump"): 1441,
 }
 
 

@@ -23,13 +23,16 @@ KINDS = [(e, learner) for e in ("bagging", "boosting", "single")
 KINDS += [("bagging+adwin", "hoeffding_tree"), ("bagging+ddm", "naive_bayes"),
           ("boosting+adwin", "hoeffding_tree"), ("bagging+codes", "hoeffding_tree"),
           ("boosting+moa", "hoeffding_tree"), ("boosting+adwin+moa", "naive_bayes"),
-          ("arf", "hoeffding_tree"), ("srp", "hoeffding_tree")]  # fmt: skip
+          ("arf", "hoeffding_tree"), ("srp", "hoeffding_tree"),
+          ("bagging+stacking", "hoeffding_tree"), ("boosting+stacking", "naive_bayes")]  # fmt: skip
 ADAPTIVE = {"drift": "adwin", "poisson_lambda": 6.0, "vote": "weighted", "window": 40}
 
 
 def _spec(ensemble: str, learner: str) -> dict:
     params = {"grace_period": 30} if learner == "hoeffding_tree" else {}
-    if ensemble == "bagging+codes":  # leveraging bagging with output codes
+    if ensemble.endswith("+stacking"):  # the stacked vote (the adaptive kernels' meta-learner)
+        ensemble, params = ensemble.split("+")[0], {**params, "vote": "stacking"}
+    elif ensemble == "bagging+codes":  # leveraging bagging with output codes
         ensemble, params = "bagging", {**params, **ADAPTIVE, "output_codes": True}
     elif ensemble.startswith("bagging+"):  # adaptive bagging (ensembles/_adaptive.py)
         drift = ensemble.split("+")[1]

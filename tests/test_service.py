@@ -120,6 +120,8 @@ def test_create_model_409(client):
         ({**SPEC, "params": {"no_such_param": 1}}, "no_such_param"),
         ({**SPEC, "params": {"output_codes": "yes"}}, "output_codes"),
         ({**SPEC, "ensemble": "boosting", "params": {"lambda_rule": "adaboost"}}, "lambda_rule"),
+        ({**SPEC, "params": {"vote": "stacked"}}, "vote"),
+        ({**SPEC, "params": {"vote": "stacking", "output_codes": True}}, "output_codes"),
         ({**SPEC, "bogus": 1}, "bogus"),
     ],
 )
@@ -710,6 +712,26 @@ def test_engine_bug_is_a_500_without_internals_and_nothing_is_acknowledged(clien
     assert client.get("/models/m").json()["n_seen"] == 5
     _stream(client, 1, start=5)
     assert client.get("/models/m").json()["n_seen"] == 6
+
+
+@pytest.mark.parametrize("ensemble", ["bagging", "boosting"])
+def test_a_stacked_vote_over_http_survives_a_restart(make_client, ensemble):
+    """``params: {"vote": "stacking"}``: the spec as given, the model learns, and a restarted
+    service (snapshot + log replay) answers as before."""
+    spec = {**SPEC, "ensemble": ensemble, "params": {"vote": "stacking"}}
+    rows = [{"features": _ex(i), "label": _label(i)} for i in range(300)]
+    probe = {"model": "m", "features": _ex(4)}
+    with make_client() as client:
+        assert client.post("/models", json=spec).status_code == 201
+        r = client.post("/learn", json={"model": "m", "examples": rows})
+        assert r.status_code == 200, r.text
+        d = client.get("/models/m").json()
+        assert d["spec"]["params"]["vote"] == "stacking" and d["n_seen"] == 300
+        before = client.post("/predict", json=probe).json()
+        assert before["prediction"] == "hi"
+    with make_client() as client:
+        after = client.post("/predict", json=probe).json()
+        assert after["probabilities"] == before["probabilities"]
 
 
 @pytest.mark.parametrize(
