@@ -50,7 +50,7 @@ from learners.compiled import best_class as argmax
 from learners.jit import one_specialisation
 
 from . import _adaptive, _kernels, _rng, adwin
-from ._adaptive import CLOCK, MIN_LEN, REUSE, detect
+from ._adaptive import CLOCK, MIN_LEN, RESET, REUSE, WINDOW, detect, record
 from ._kernels import Example, Rows, Scratch, io_records, purge_stale_cache
 from ._rng import poisson, uniform
 from .adwin import AdwinState, adwin_reset
@@ -60,11 +60,11 @@ purge_stale_cache(
     (*KERNEL_SOURCES, *(Path(str(m.__file__)) for m in (_rng, adwin, _kernels, _adaptive))),
 )
 
-# ipar: [seed, weighted vote, training, (unused), ADWIN clock, ADWIN min_len, reuse]; CLOCK,
-# MIN_LEN and REUSE at the adaptive kernels' places (``_adaptive.detect`` reads them, and
-# ``adaptive.PredictionReusingRunner`` sets REUSE)
+# ipar: [seed, weighted vote, training, window length, ADWIN clock, ADWIN min_len, reuse];
+# WINDOW, CLOCK, MIN_LEN and REUSE at the adaptive kernels' places (``_adaptive.record`` and
+# ``detect`` read them, ``adaptive.PredictionReusingRunner`` sets REUSE)
 SEED, WEIGHTED, TRAIN = 0, 1, 2
-assert (CLOCK, MIN_LEN, REUSE) == (4, 5, 6)
+assert (WINDOW, CLOCK, MIN_LEN, REUSE) == (3, 4, 5, 6)
 N_IPAR = 7
 TRAIN_POISSON, TRAIN_ONCE = 0, 1
 # fpar: [Poisson lambda, warning detectors' delta, drift detectors' delta]
@@ -86,6 +86,13 @@ class ForestState(NamedTuple):
     acc: np.ndarray  # [2, M] float: weight predicted right and seen since the tree started
     events: np.ndarray  # [3, M] int64: warnings, drifts, background trees promoted
     mpred: np.ndarray  # [M] scratch: the members' top classes for the current row
+    # the window of the members' predictions behind describe()'s diversity (the fields of
+    # ``_adaptive.AdaptiveState`` of the same names, written by ``_adaptive.record``)
+    win_pred: np.ndarray  # [W, M] int32: class predicted by member m (-1: none, RESET)
+    win_y: np.ndarray  # [W] the true class
+    win_ok: np.ndarray  # [M] correct predictions of member m in the window
+    win_n: np.ndarray  # [M] counted predictions of member m in the window
+    counters: np.ndarray  # [3] ring position, rows in the window, (unused)
 
 
 @nb.njit(cache=True)
@@ -176,6 +183,10 @@ def replace_tree(B, ipar, st, m, seq, hint):
     st.acc[CORRECT, m] = 0.0
     st.acc[SEEN, m] = 0.0
     st.events[DRIFTS, m] += 1
+    for t in range(st.win_pred.shape[0]):  # the window counts the new tree only
+        st.win_pred[t, m] = RESET
+    st.win_ok[m] = 0
+    st.win_n[m] = 0
 
 
 @nb.njit(cache=True)
@@ -230,6 +241,7 @@ def forest_loop(B, ipar, st, rows, out, sc, start, do_predict, do_learn, need, h
                          classes_after(rows.n_cls, rows.ys, r))  # fmt: skip
             for m in range(st.mpred.shape[0]):
                 forest_step(B, ipar, st, m, ex, sc)
+            record(ipar, st, ex.y)  # (the predictions before learning: replace_tree keeps them)
     return R
 
 

@@ -74,56 +74,91 @@ def new_state(n_models: int, window: int, poisson_lambda: float,
     return ak.AdaptiveStruct(arrays)
 
 
-_SAVED = ("win_pred", "win_y", "win_ok", "win_n", "resets", "counters")
-
-
 def state_arrays(st) -> dict[str, np.ndarray]:
     """The arrays a saved state keeps (``to_state``): detectors, window, counters."""
     out = adwin.adwin_arrays(st.adwin, "adwin.")
     out["ddm.state"] = st.ddm.copy()
-    out.update({f"window.{name}": getattr(st, name).copy() for name in _SAVED})
+    out.update(window_arrays(st))
+    out["window.resets"] = st.resets.copy()
     return out
 
 
-def load_state_arrays(st, arrays: dict[str, np.ndarray]) -> None:
-    """Load ``state_arrays`` output into ``st`` (built with the same options), in place."""
+_WINDOW = ("win_pred", "win_y", "win_ok", "win_n", "counters")  # the window proper
+
+
+def window_arrays(st, prefix: str = "window.") -> dict[str, np.ndarray]:
+    """The window's saved arrays (``_WINDOW``, of any state with those fields: an
+    ``AdaptiveState``'s, a forest's)."""
+    return {f"{prefix}{name}": getattr(st, name).copy() for name in _WINDOW}
+
+
+def _checked(arrays: dict[str, np.ndarray], pairs: list) -> dict[str, np.ndarray]:
+    """``arrays``' entries named in ``pairs`` (``(name, destination)``), each of its
+    destination's shape and dtype (``ValueError`` naming it otherwise)."""
     loaded = {}
-    for name, dst in [("ddm.state", st.ddm)] + [(f"window.{n}", getattr(st, n)) for n in _SAVED]:
+    for name, dst in pairs:
         src = np.asarray(arrays[name])
         if src.shape != dst.shape or src.dtype != dst.dtype:
             raise ValueError(f"state array {name} has shape {src.shape} / {src.dtype}, "
                              f"want {dst.shape} / {dst.dtype}")  # fmt: skip
         loaded[name] = src
-    _check_window(loaded)
+    return loaded
+
+
+def checked_window(st, arrays: dict[str, np.ndarray], prefix: str = "window.") -> dict:
+    """``window_arrays`` output for ``st`` (the same window and members), checked
+    (``check_window``): ``{field: array}`` to copy into ``st`` once everything else is checked."""
+    loaded = _checked(arrays, [(f"{prefix}{n}", getattr(st, n)) for n in _WINDOW])
+    check_window({f"window.{n}": loaded[f"{prefix}{n}"] for n in _WINDOW}, prefix)
+    return {n: loaded[f"{prefix}{n}"] for n in _WINDOW}
+
+
+def load_state_arrays(st, arrays: dict[str, np.ndarray]) -> None:
+    """Load ``state_arrays`` output into ``st`` (built with the same options), in place; every
+    array is checked before any is loaded."""
+    loaded = _checked(arrays, [("ddm.state", st.ddm), ("window.resets", st.resets)])
+    _check_ddm(loaded["ddm.state"])
+    if (loaded["window.resets"] < 0).any():
+        _refuse("window.resets", "a negative count")
+    window = checked_window(st, arrays)
     adwin.load_adwin_arrays(st.adwin, arrays, "adwin.")
     st.ddm[...] = loaded["ddm.state"]
-    for name in _SAVED:
-        getattr(st, name)[...] = loaded[f"window.{name}"]
+    st.resets[...] = loaded["window.resets"]
+    for name, src in window.items():
+        getattr(st, name)[...] = src
 
 
-def _check_window(a: dict[str, np.ndarray]) -> None:
-    """``ValueError`` naming the array unless the saved window and DDM detectors are ones the
-    kernels make: the ring's position and fill within the window (the position the fill while
-    it fills), each member's counts those of its entries, counts >= 0; DDM counts whole numbers,
-    rates in [0, 1] (their minima may be infinite: none yet), warnings 0 or 1.
-    (A forged position made the next learn write outside the window.)"""
+def _refuse(name: str, what: str) -> None:
+    raise ValueError(f"state array {name}: {what} (a forged or damaged state)")
+
+
+def check_window(a: dict[str, np.ndarray], prefix: str = "window.") -> None:
+    """``ValueError`` naming the array unless the saved window (``window.*`` arrays, named
+    ``prefix*`` in errors) is one the kernels make: the ring's position and fill within the
+    window (the position the fill while it fills), each member's counts those of its entries,
+    counts >= 0. (A forged position made the next learn write outside the window.)"""
 
     def refuse(name: str, what: str) -> None:
-        raise ValueError(f"state array {name}: {what} (a forged or damaged state)")
+        _refuse(prefix + name, what)
 
     pred, y = a["window.win_pred"], a["window.win_y"]
     pos, filled, resets = (int(v) for v in a["window.counters"])
     W = pred.shape[0]
     if not 0 <= filled <= W or not (pos == filled if filled < W else 0 <= pos < W or W == 0):
-        refuse("window.counters", f"a position or fill outside the window of {W}")
-    if resets < 0 or (a["window.resets"] < 0).any() or (y < 0).any() or (pred < ak.WRONG).any():
-        refuse("window.counters" if resets < 0 else "window.resets", "a negative count or class")
+        refuse("counters", f"a position or fill outside the window of {W}")
+    if resets < 0 or (y < 0).any() or (pred < ak.WRONG).any():
+        refuse("counters" if resets < 0 else "win_pred", "a negative count or class")
     counted = pred != ak.RESET
     if (counted[filled:].any()) or (a["window.win_n"] != counted.sum(axis=0)).any():
-        refuse("window.win_n", "counts that are not the window's entries")
+        refuse("win_n", "counts that are not the window's entries")
     if (a["window.win_ok"] != (pred == y[:, None]).sum(axis=0)).any():
-        refuse("window.win_ok", "counts that are not the window's right answers")
-    d = a["ddm.state"]
+        refuse("win_ok", "counts that are not the window's right answers")
+
+
+def _check_ddm(d: np.ndarray) -> None:
+    """``ValueError`` unless the saved DDM detectors are ones the kernels make: counts whole
+    numbers, rates in [0, 1] (their minima may be infinite: none yet), warnings 0 or 1."""
+    refuse = _refuse
     n, p_s, mins = d[:, ddm.N], d[:, [ddm.P, ddm.S]], d[:, [ddm.P_MIN, ddm.S_MIN]]
     if not ((n >= 0) & (n <= 2.0**53) & (n == np.floor(n))).all():
         refuse("ddm.state", "a count that is not a whole number >= 0")

@@ -45,6 +45,7 @@ class RandomForest(VotingEnsemble):
     def __init__(self, learner: Any = None, *, n_models: int = 10, seed: int = 0,
                  vote: str = "weighted", poisson_lambda: float = 6.0,
                  warning_delta: float = 1e-4, drift_delta: float = 1e-5,
+                 window: int = adaptive.DEFAULT_WINDOW,
                  limits: Limits | dict | None = None):  # fmt: skip
         if learner is None:
             learner = HoeffdingTree(**FOREST_TREE)  # type: ignore[arg-type]
@@ -54,12 +55,15 @@ class RandomForest(VotingEnsemble):
         if learner.max_features is not None:
             raise ValueError("the forest draws its trees' subspaces itself: give the learner "
                              "without max_features")  # fmt: skip
+        if window is None:
+            raise ValueError("window must be an integer in [0, 100000], got None")
         adaptive.check_options(poisson_lambda=poisson_lambda, drift=None, drift_delta=drift_delta,
-                               window=None)  # fmt: skip
+                               window=window)  # fmt: skip
         _check_delta("warning_delta", warning_delta)
         self.poisson_lambda = poisson_lambda
         self.warning_delta = warning_delta
         self.drift_delta = drift_delta
+        self.window = int(window)
         super().__init__(learner, n_models=n_models, seed=seed, vote=vote, limits=limits)
         for m in range(self.n_models):  # the first trees' subspaces, one key per member
             self._bank.reset_tree(m, self._first_key(m))
@@ -101,10 +105,8 @@ class RandomForest(VotingEnsemble):
         self._int_params = np.zeros(fk.N_IPAR, np.int64)
         self._int_params[[fk.SEED, fk.WEIGHTED, fk.TRAIN]] = (
             self.seed, int(self.vote == "weighted"), self._training)  # fmt: skip
-        self._int_params[[adaptive.ak.CLOCK, adaptive.ak.MIN_LEN]] = (
-            adaptive.ADWIN_CLOCK,
-            adaptive.ADWIN_MIN_LEN,
-        )
+        self._int_params[[adaptive.ak.WINDOW, adaptive.ak.CLOCK, adaptive.ak.MIN_LEN]] = (
+            self.window, adaptive.ADWIN_CLOCK, adaptive.ADWIN_MIN_LEN)  # fmt: skip
         slots = np.empty((2, M), np.int64)
         slots[fk.FG] = np.arange(M)
         slots[fk.BG] = -1
@@ -117,6 +119,11 @@ class RandomForest(VotingEnsemble):
             acc=np.zeros((2, M)),
             events=np.zeros((3, M), np.int64),
             mpred=np.full(M, -1, np.int64),
+            win_pred=np.full((self.window, M), adaptive.ak.RESET, np.int32),
+            win_y=np.zeros(self.window, np.int64),
+            win_ok=np.zeros(M, np.int64),
+            win_n=np.zeros(M, np.int64),
+            counters=np.zeros(3, np.int64),
         )
 
     def _runner(self) -> Any:
@@ -133,7 +140,8 @@ class RandomForest(VotingEnsemble):
     def _extra_params(self) -> dict:
         out = super()._extra_params()
         warning, drift = self._default_deltas
-        defaults = {"poisson_lambda": 6.0, "warning_delta": warning, "drift_delta": drift}
+        defaults = {"poisson_lambda": 6.0, "warning_delta": warning, "drift_delta": drift,
+                    "window": adaptive.DEFAULT_WINDOW}  # fmt: skip
         out.update({k: getattr(self, k) for k, v in defaults.items() if getattr(self, k) != v})
         return out
 
@@ -143,6 +151,7 @@ class RandomForest(VotingEnsemble):
         out = adwin.adwin_arrays(st.adwin, "forest.adwin.")
         out.update({"forest.slots": st.slots.copy(), "forest.acc": st.acc.copy(),
                     "forest.events": st.events.copy()})  # fmt: skip
+        out.update(adaptive.window_arrays(st, "forest.window."))
         return out
 
     def _load_extra(self, arrays: dict[str, np.ndarray]) -> None:
@@ -168,8 +177,9 @@ class RandomForest(VotingEnsemble):
         if (loaded["events"] < 0).any():
             raise ValueError("state array forest.events: a negative count (a forged or damaged "
                              "state)")  # fmt: skip
+        window = adaptive.checked_window(st, arrays, "forest.window.")
         adwin.load_adwin_arrays(st.adwin, arrays, "forest.adwin.")
-        for name, src in loaded.items():
+        for name, src in {**loaded, **window}.items():
             getattr(st, name)[...] = src
 
     # ------------------------------------------------------------------ reading it
@@ -197,8 +207,18 @@ class RandomForest(VotingEnsemble):
             })  # fmt: skip
         return out
 
+    def diversity(self) -> dict | None:
+        """Diversity of the members over the window (``describe()["diversity"]``; ``None``
+        without a window)."""
+        if self.window == 0:
+            return None
+        self._settled()
+        return adaptive.describe(self._float_state, self.window, None)["diversity"]
+
     def describe(self) -> dict:
         out = super().describe()
+        if self.window > 0:  # per member window_accuracy, and diversity
+            adaptive.add_description(out, self._float_state, self.window, None)
         out["n_drifts"] = self.n_drifts
         return out
 
@@ -237,6 +257,9 @@ class AdaptiveRandomForest(RandomForest):
         in percent, 1 while that is 0, as MOA) or ``"average"`` (MOA's ``disableWeightedVote``).
     poisson_lambda
         Rate of the Poisson weights (6, MOA's and river's).
+    window
+        Examples over which ``describe()`` reports each member's accuracy and the members'
+        diversity (disagreement, Q statistic, kappa), as adaptive bagging (1000; 0: none).
     warning_delta, drift_delta
         The ADWIN detectors' confidences (0.01 and 0.001, MOA's and river's; MOA's before 2019
         and the paper's "moderate" ARF: 1e-4 and 1e-5).
@@ -265,7 +288,8 @@ class AdaptiveRandomForest(RandomForest):
     def __init__(self, learner: Any = None, *, n_models: int = 10, seed: int = 0,
                  max_features: str | int | float | None = "sqrt", vote: str = "weighted",
                  poisson_lambda: float = 6.0, warning_delta: float = 0.01,
-                 drift_delta: float = 0.001, limits: Limits | dict | None = None):  # fmt: skip
+                 drift_delta: float = 0.001, window: int = adaptive.DEFAULT_WINDOW,
+                 limits: Limits | dict | None = None):  # fmt: skip
         from learners.native import subspace_rule
 
         try:
@@ -275,7 +299,7 @@ class AdaptiveRandomForest(RandomForest):
         self.max_features = max_features
         super().__init__(learner, n_models=n_models, seed=seed, vote=vote,
                          poisson_lambda=poisson_lambda, warning_delta=warning_delta,
-                         drift_delta=drift_delta, limits=limits)  # fmt: skip
+                         drift_delta=drift_delta, window=window, limits=limits)  # fmt: skip
 
     def _subspace(self) -> dict:
         return {"max_features": self.max_features, "subspace": "leaf"}
@@ -306,7 +330,7 @@ class StreamingRandomPatches(RandomForest):
         ``"patches"``, ``"subspaces"`` or ``"resampling"`` (MOA's training methods).
     warning_delta, drift_delta
         The ADWIN detectors' confidences (1e-4 and 1e-5, MOA's and river's for SRP).
-    learner, n_models, seed, vote, poisson_lambda
+    learner, n_models, seed, vote, poisson_lambda, window
         As ``AdaptiveRandomForest``.
 
     Examples
@@ -331,6 +355,7 @@ class StreamingRandomPatches(RandomForest):
                  subspace: str | int | float = 0.6, training: str = "patches",
                  vote: str = "weighted", poisson_lambda: float = 6.0,
                  warning_delta: float = 1e-4, drift_delta: float = 1e-5,
+                 window: int = adaptive.DEFAULT_WINDOW,
                  limits: Limits | dict | None = None):  # fmt: skip
         from learners.native import subspace_rule
 
@@ -348,7 +373,7 @@ class StreamingRandomPatches(RandomForest):
         self._training = TRAININGS[training]
         super().__init__(learner, n_models=n_models, seed=seed, vote=vote,
                          poisson_lambda=poisson_lambda, warning_delta=warning_delta,
-                         drift_delta=drift_delta, limits=limits)  # fmt: skip
+                         drift_delta=drift_delta, window=window, limits=limits)  # fmt: skip
 
     def _subspace(self) -> dict:
         features = None if self.training == "resampling" else self.subspace

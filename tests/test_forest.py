@@ -336,3 +336,26 @@ def test_replay_takes_the_forests():
     assert parse_spec("srp:hoeffding_tree")["n_models"] == 10
     model = build_model(parse_spec("arf:hoeffding_tree:5:3"))
     assert isinstance(model, AdaptiveRandomForest) and model.seed == 3
+
+
+def test_window_gives_member_accuracy_and_diversity():
+    """describe() has each member's accuracy over the window and the members' diversity, as
+    adaptive bagging's; a tree replaced at a drift is counted from its replacement on; the
+    window is saved and a forged one refused."""
+    data = dense(3000, 15, flip_at=1500)
+    model = AdaptiveRandomForest(n_models=3, seed=4, window=200)
+    for x, t in data:
+        model.learn_one(x, t)
+    d = model.describe()
+    assert set(d["diversity"]) >= {"disagreement", "q_statistic", "kappa", "window"}
+    assert d["diversity"]["window"] == 200
+    assert all(0.0 <= m["window_accuracy"] <= 1.0 for m in d["members"])
+    st = model._float_state
+    assert (st.win_n <= 200).all() and st.counters[1] == 200
+    assert model.diversity() == d["diversity"]
+    state = model.to_state()
+    assert same(load_state(state).describe(), d)
+    state["arrays"]["forest.window.counters"][0] = 10_000
+    with pytest.raises(ValueError, match="forest.window.counters"):
+        load_state(state)
+    assert AdaptiveRandomForest(n_models=2, window=0).describe().get("diversity") is None
