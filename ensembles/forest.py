@@ -126,14 +126,11 @@ class RandomForest(VotingEnsemble):
             counters=np.zeros(3, np.int64),
         )
 
-    def _runner(self) -> Any:
-        """Per-example calls reuse the members' predictions of ``x`` for the learn of ``x``
-        that follows (``adaptive.PredictionReusingRunner``)."""
-        return adaptive.PredictionReusingRunner
-
-    def _run(self, X, ys, ws, *, predict: bool, learn: bool) -> list[dict]:
-        cast(Any, self._be).runner.forget()
-        return super()._run(X, ys, ws, predict=predict, learn=learn)
+    @property
+    def adaptive(self) -> bool:
+        """A forest runs an adaptive kernel: its per-example calls reuse the members'
+        predictions of ``x`` for the learn of ``x`` that follows (``VotingEnsemble._runner``)."""
+        return True
 
     _default_deltas = (1e-4, 1e-5)  # (warning, drift): the class's defaults
 
