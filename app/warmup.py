@@ -30,8 +30,10 @@ LEARNERS = ("hoeffding_tree", "naive_bayes", "stump", "mlp")
 # the learners whose kernels differ: one native learner (they share the ensemble's) and the MLP
 KERNEL_LEARNERS = ("hoeffding_tree", "mlp")
 # per kind, the ensemble options that run a kernel of their own (a native learner's only)
-ADAPTIVE = {"bagging": {"drift": "adwin", "vote": "stacking"},
-            "boosting": {"drift": "adwin", "vote": "stacking"}}  # (and the stacked vote's getters)
+ADAPTIVE = {
+    "bagging": {"drift": "adwin", "vote": "stacking"},
+    "boosting": {"drift": "adwin", "vote": "stacking"},
+}  # (and the stacked vote's getters)
 
 
 def parse_kinds(text: str) -> list[str]:
