@@ -40,6 +40,7 @@ class RandomForest(VotingEnsemble):
 
     votes = ("weighted", "average")
     trees_only = True  # (its members are Hoeffding trees: no MLP kernel to warm)
+    drift = "adwin"  # its members' drift detectors (as adaptive bagging's ``drift``: n_drifts)
     _kernel = staticmethod(fk.forest_run)
 
     def __init__(self, learner: Any = None, *, n_models: int = 10, seed: int = 0,

@@ -319,6 +319,10 @@ def test_served_over_http_and_recovered_from_the_log(kind, tmp_path):
                   for x, _ in data[300:]]  # fmt: skip
         described = client.get("/models/f").json()
         assert described["spec"]["ensemble"] == kind
+        metrics = client.get("/metrics")  # (a forest's drifts and diversity: it was a 500)
+        assert metrics.status_code == 200, metrics.text
+        assert 'chorus_model_drifts_total{model="f"}' in metrics.text
+        assert 'chorus_model_diversity{measure="kappa",model="f"}' in metrics.text
     with TestClient(create_app(settings)) as client:  # a restart: the log replayed
         after = [client.post("/predict", json={"model": "f", "features": x}).json()
                  for x, _ in data[300:]]  # fmt: skip
