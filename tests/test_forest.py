@@ -81,6 +81,18 @@ def test_tree_scope_one_subspace_for_every_leaf():
     assert splits <= next(iter(leaves.values()))  # it splits on its subspace only
 
 
+def test_a_tree_subspace_has_two_features_at_least():
+    """As MOA's SRP: 30 % of 3 features rounds to 1, and a tree's subspace takes 2 (a leaf's
+    draw may take 1)."""
+    r = random.Random(6)
+    X = [{f"f{j}": r.random() for j in range(3)} for _ in range(200)]
+    y = [x["f0"] > 0.5 for x in X]
+    for scope, k in (("tree", 2), ("leaf", 1)):
+        tree = HoeffdingTree(grace_period=1000, max_features=0.3, subspace=scope)
+        tree.learn_many(X, y)
+        assert [len(f) for f in observed(tree._bank).values()] == [k]
+
+
 def test_subspaces_are_a_pure_function_of_seed_and_key():
     data = dense(2000, 3)
     X, y = [x for x, _ in data], [t for _, t in data]

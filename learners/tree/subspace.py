@@ -84,8 +84,9 @@ def feature_score(seed, key, fid):
 @nb.njit(cache=True)
 def subspace_size(P, F):
     """k: how many of ``F`` features a leaf draws (``subspace_mode`` / ``subspace_size``):
-    a count, a fraction of F (rounded half up, as MOA), round(sqrt(F)) + 1 (MOA's default for
-    ARF), round(log2(F)) + 1; within [1, F]."""
+    a count, a fraction of F (rounded half up, as MOA), round(sqrt(F)) + 1 (MOA's former
+    default for ARF), round(log2(F)) + 1; within [1, F], and at least 2 for a tree's subspace
+    (``SCOPE_TREE``)."""
     mode = P.subspace_mode
     v = P.subspace_size
     if mode == MODE_COUNT:
@@ -98,7 +99,9 @@ def subspace_size(P, F):
         k = int(math.floor(math.log2(max(F, 1)) + 0.5)) + 1
     else:
         k = F
-    return min(max(k, 1), F)
+    # a tree's one subspace has at least two features (MOA's StreamingRandomPatches: "+1 when
+    # that is < 2"), a leaf's at least one
+    return min(max(k, 2 if P.subspace_scope == SCOPE_TREE else 1), F)
 
 
 @nb.njit(cache=True)
