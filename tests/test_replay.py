@@ -135,6 +135,29 @@ def test_local_replay_learns_the_concept_and_reports(reference):
     assert r.accuracy == pytest.approx(hits / r.scored)
 
 
+def test_a_replay_reports_the_class_scores_and_warns_when_accuracy_flatters(reference, tmp_path):
+    """The summary has balanced accuracy, G-mean, macro-F1, per-class recall and precision and
+    the majority-class rate; on a stream with 3 % positives and no signal the model's accuracy
+    is within 1 point of that rate and the report warns, on the balanced stream it does not."""
+    r = reference
+    assert r.warning is None and r.accuracy - r.majority_rate >= 0.01
+    assert 0.5 < r.balanced_accuracy < 1.0 and 0.0 < r.g_mean <= r.balanced_accuracy
+    classes = {c["label"]: c for c in r.per_class["classes"]}
+    assert set(classes) == {"pos", "neg"}
+    assert sum(c["support"] for c in classes.values()) == r.scored
+    hits = sum(o.prediction == o.y == "pos" for o in r.outcomes)
+    assert classes["pos"]["recall"] == pytest.approx(hits / classes["pos"]["support"])
+    rng = random.Random(5)
+    rows = [{"a": round(rng.random(), 4), "b": round(rng.random(), 4), "color": "red",
+             "label": "pos" if i % 33 == 0 else "neg"} for i in range(N)]  # fmt: skip
+    skewed = local(write_csv(tmp_path / "skewed.csv", rows))
+    assert skewed.majority_rate == pytest.approx(1 - 15 / (N - 1), abs=0.002)
+    assert skewed.accuracy - skewed.majority_rate < 0.01
+    assert skewed.warning and "majority-class rate" in skewed.warning
+    assert skewed.balanced_accuracy < 0.6
+    assert "balanced_accuracy" in skewed.to_json() and "per_class" in skewed.to_json()
+
+
 def test_the_same_stream_in_every_format_replays_identically(files, reference):
     for fmt in ("jsonl", "arff"):
         other = local(files[fmt])
