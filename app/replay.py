@@ -625,18 +625,24 @@ FLATTERY_MARGIN = 0.01  # accuracy within 1 point of the majority-class rate: wa
 
 def flattery_warning(report: ReplayReport) -> str | None:
     """A warning when the accuracy is within ``FLATTERY_MARGIN`` of the majority-class rate
-    (or below it): always predicting the most frequent class would score about as well, so
-    accuracy says little; the class scores say more. ``None`` otherwise."""
+    (always predicting the most frequent class would score about as well, so accuracy says
+    little) or below it by more (that constant guess would score higher); either way the
+    class scores say more. ``None`` otherwise."""
     acc, base = report.accuracy, report.majority_rate
     if acc is None or base is None or acc - base >= FLATTERY_MARGIN:
         return None
     top = max(report.per_class["classes"] if report.per_class else [],
               key=lambda c: c["support"], default=None)  # fmt: skip
     label = f" ({top['label']!r})" if top else ""
-    return (f"accuracy {acc:.4f} is within 1 point of the majority-class rate {base:.4f}: "
-            f"always predicting the most frequent class{label} scores about as well. Balanced "
-            f"accuracy {report.balanced_accuracy:.4f}, G-mean {report.g_mean:.4f}, macro-F1 "
-            f"{report.macro_f1:.4f} say how the other classes fare.")  # fmt: skip
+    if acc > base - FLATTERY_MARGIN:
+        what = (f"accuracy {acc:.4f} is within 1 point of the majority-class rate {base:.4f}: "
+                f"always predicting the most frequent class{label} scores about as well")  # fmt: skip
+    else:
+        what = (f"accuracy {acc:.4f} is below the majority-class rate {base:.4f}: always "
+                f"predicting the most frequent class{label} scores higher")  # fmt: skip
+    return (f"{what}. Balanced accuracy {report.balanced_accuracy:.4f}, G-mean "
+            f"{report.g_mean:.4f}, macro-F1 {report.macro_f1:.4f} say how every class "
+            f"fares.")  # fmt: skip
 
 
 def _batches(examples: Iterator[Example], size: int) -> Iterator[list[Example]]:

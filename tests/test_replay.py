@@ -6,6 +6,7 @@ noise) and written as CSV, JSONL and ARFF; the server is the real service on a f
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import random
@@ -14,7 +15,7 @@ import pytest
 from _live_server import live_server
 
 from app.client import ChorusClient
-from app.replay import ReplayError, parse_spec, row_id, run_replay
+from app.replay import ReplayError, flattery_warning, parse_spec, row_id, run_replay
 
 N = 500
 SPEC = "bagging:hoeffding_tree:3:7"
@@ -154,6 +155,13 @@ def test_a_replay_reports_the_class_scores_and_warns_when_accuracy_flatters(refe
     assert skewed.majority_rate == pytest.approx(1 - 15 / (N - 1), abs=0.002)
     assert skewed.accuracy - skewed.majority_rate < 0.01
     assert skewed.warning and "majority-class rate" in skewed.warning
+    for diff, words in ((0.005, "within 1 point of"), (-0.005, "within 1 point of"),
+                        (-0.05, "below")):  # fmt: skip
+        near = dataclasses.replace(skewed, accuracy=skewed.majority_rate + diff)
+        assert f"{words} the majority-class rate" in flattery_warning(near)
+    assert (
+        flattery_warning(dataclasses.replace(skewed, accuracy=skewed.majority_rate + 0.02)) is None
+    )
     assert skewed.balanced_accuracy < 0.6
     assert "balanced_accuracy" in skewed.to_json() and "per_class" in skewed.to_json()
 
