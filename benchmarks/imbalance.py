@@ -23,7 +23,7 @@ Run from the repository root::
 
     python benchmarks/imbalance.py                          # the generators, 20,000 rows, 5 seeds
     python benchmarks/imbalance.py --data-dir ../shared/datasets/raw --census-n 50000 --river
-    python benchmarks/imbalance.py --n 5000 --seeds 1,2 --streams "SEA 1%"
+    python benchmarks/imbalance.py --n 5000 --seeds 1,2 --streams "SEA 1%" --decays 0.99
 
 This is a benchmark, not a test: it prints numbers and asserts nothing.
 """
@@ -140,11 +140,14 @@ def streams(data_dir: str) -> dict[str, Callable[[int, int], Stream]]:
 
 
 def chorus_model(name: str, seed: int) -> Any:
+    """``OzaBag``, ``OOB``, ``UOB`` or ``OOB(θ)`` / ``UOB(θ)`` (another ``imbalance_decay``)."""
     from ensembles import OnlineBagging
     from learners import HoeffdingTree
 
-    imbalance = {"OzaBag": None, "OOB": "oob", "UOB": "uob"}[name]
-    return OnlineBagging(HoeffdingTree(), n_models=10, seed=seed, imbalance=imbalance)
+    kind, _, decay = name.rstrip(")").partition("(")
+    imbalance = {"OzaBag": None, "OOB": "oob", "UOB": "uob"}[kind]
+    return OnlineBagging(HoeffdingTree(), n_models=10, seed=seed, imbalance=imbalance,
+                         imbalance_decay=float(decay or 0.9))  # fmt: skip
 
 
 def river_model(name: str, seed: int, classes: list) -> Any:
@@ -159,7 +162,7 @@ def river_model(name: str, seed: int, classes: list) -> Any:
 def run(name: str, stream: Stream, seed: int) -> Prequential:
     """Prequential scores of model ``name`` over ``stream``."""
     scores = Prequential(window=1000)
-    if name in CHORUS:
+    if not name.startswith("river"):
         model = chorus_model(name, seed)
         for i in range(0, len(stream), 1000):
             block = stream[i : i + 1000]
@@ -198,12 +201,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data-dir", default="", help="the UCI files (census-income-kdd/)")
     ap.add_argument("--streams", default="", help="';'-separated names (default: all)")
     ap.add_argument("--river", action="store_true", help="also river's samplers around bagging")
+    ap.add_argument("--decays", default="", help="also OOB and UOB with these ','-separated "
+                    "imbalance_decay values")  # fmt: skip
     ap.add_argument("--out", default="", help="also write the table to this markdown file")
     args = ap.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
     make = streams(args.data_dir)
     names = args.streams.split(";") if args.streams else list(make)
-    models = CHORUS + (RIVER if args.river else ())
+    more = [f"{m}({d})" for d in args.decays.split(",") if d for m in ("OOB", "UOB")]
+    models = (*CHORUS, *more, *(RIVER if args.river else ()))
     lines = ["| stream | minority | model | G-mean | balanced accuracy | accuracy | majority rate | s/run |",
              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for line in lines:
