@@ -462,6 +462,9 @@ class _LiveProgress:
             self.progress.stop()
 
 
+MAX_CLASS_ROWS = 10  # a replay's summary lists the recall and precision of this many classes
+
+
 def print_report(report: ReplayReport, console: Console = out) -> None:
     """Print a replay report as a small table."""
     spec = report.spec or {}
@@ -483,11 +486,20 @@ def print_report(report: ReplayReport, console: Console = out) -> None:
     table.add_row("accuracy", _fmt(report.accuracy))
     table.add_row("kappa", _fmt(report.kappa))
     table.add_row(f"window accuracy ({report.window})", _fmt(report.window_accuracy))
+    table.add_row("majority-class rate", _fmt(report.majority_rate))
+    table.add_row("balanced accuracy", _fmt(report.balanced_accuracy))
+    table.add_row("G-mean", _fmt(report.g_mean))
+    table.add_row("macro-F1", _fmt(report.macro_f1))
+    for c in (report.per_class or {}).get("classes", [])[:MAX_CLASS_ROWS]:
+        table.add_row(f"  class {escape(repr(c['label']))} ({c['support']:,})",
+                      f"recall {_fmt(c['recall'])}  precision {_fmt(c['precision'])}")  # fmt: skip
     table.add_row("elapsed", f"{report.elapsed_s:.2f} s")
     table.add_row("examples/s", f"{report.examples_per_s:,.0f}")
     if report.n_seen is not None:
         table.add_row("model n_seen", f"{report.n_seen:,}")
     console.print(table)
+    if report.warning:
+        console.print(f"[yellow]warning:[/] {escape(report.warning)}", markup=True)
 
 
 @app.command()

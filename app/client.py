@@ -126,16 +126,24 @@ class Metrics:
     kappa: float | None = None
     window_accuracy: float | None = None
     n_scored: int = 0
+    majority_rate: float | None = None
+    balanced_accuracy: float | None = None
+    g_mean: float | None = None
+    macro_f1: float | None = None
+    window_balanced_accuracy: float | None = None
+    window_g_mean: float | None = None
+    window_macro_f1: float | None = None
+    per_class: dict[str, list] | None = None  # classes (recall, precision...), confusion cells
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Metrics:
         data = data or {}
-        return cls(
-            accuracy=data.get("accuracy"),
-            kappa=data.get("kappa"),
-            window_accuracy=data.get("window_accuracy"),
-            n_scored=int(data.get("n_scored") or 0),
-        )
+        scores = {k: data.get(k) for k in ("accuracy", "kappa", "window_accuracy",
+                                           "majority_rate", "balanced_accuracy", "g_mean",
+                                           "macro_f1", "window_balanced_accuracy",
+                                           "window_g_mean", "window_macro_f1")}  # fmt: skip
+        return cls(**scores, n_scored=int(data.get("n_scored") or 0),
+                   per_class=data.get("per_class"))  # fmt: skip
 
 
 @dataclass(frozen=True)

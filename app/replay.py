@@ -386,6 +386,15 @@ class ReplayReport:
     accuracy: float | None = None
     kappa: float | None = None
     window_accuracy: float | None = None
+    majority_rate: float | None = None
+    balanced_accuracy: float | None = None
+    g_mean: float | None = None
+    macro_f1: float | None = None
+    window_balanced_accuracy: float | None = None
+    window_g_mean: float | None = None
+    window_macro_f1: float | None = None
+    per_class: dict[str, list] | None = None
+    warning: str | None = None
     window: int = 1000
     elapsed_s: float = 0.0
     examples_per_s: float = 0.0
@@ -598,6 +607,8 @@ def _finish(report: ReplayReport, board: Scoreboard, runner: Target) -> None:
     report.duplicates = board.n_duplicates
     report.scored = board.n_scored
     report.__dict__.update(board.values())
+    report.per_class = board.scores.per_class()
+    report.warning = flattery_warning(report)
     report.examples_per_s = board.n_examples / report.elapsed_s if report.elapsed_s > 0 else 0.0
     report.curve = list(board.curve)
     if board.n_scored and (not report.curve or report.curve[-1][0] != board.n_examples):
@@ -607,6 +618,31 @@ def _finish(report: ReplayReport, board: Scoreboard, runner: Target) -> None:
         report.server_metrics = runner.server_metrics()
     except Exception as exc:  # the report is still worth printing
         report.error = report.error or f"could not read the model's state: {exc}"
+
+
+FLATTERY_MARGIN = 0.01  # accuracy within 1 point of the majority-class rate: warn
+
+
+def flattery_warning(report: ReplayReport) -> str | None:
+    """A warning when the accuracy is within ``FLATTERY_MARGIN`` of the majority-class rate
+    (always predicting the most frequent class would score about as well, so accuracy says
+    little) or below it by more (that constant guess would score higher); either way the
+    class scores say more. ``None`` otherwise."""
+    acc, base = report.accuracy, report.majority_rate
+    if acc is None or base is None or acc - base >= FLATTERY_MARGIN:
+        return None
+    top = max(report.per_class["classes"] if report.per_class else [],
+              key=lambda c: c["support"], default=None)  # fmt: skip
+    label = f" ({top['label']!r})" if top else ""
+    if acc > base - FLATTERY_MARGIN:
+        what = (f"accuracy {acc:.4f} is within 1 point of the majority-class rate {base:.4f}: "
+                f"always predicting the most frequent class{label} scores about as well")  # fmt: skip
+    else:
+        what = (f"accuracy {acc:.4f} is below the majority-class rate {base:.4f}: always "
+                f"predicting the most frequent class{label} scores higher")  # fmt: skip
+    return (f"{what}. Balanced accuracy {report.balanced_accuracy:.4f}, G-mean "
+            f"{report.g_mean:.4f}, macro-F1 {report.macro_f1:.4f} say how every class "
+            f"fares.")  # fmt: skip
 
 
 def _batches(examples: Iterator[Example], size: int) -> Iterator[list[Example]]:

@@ -8,7 +8,9 @@ matrix. Per learned example:
 1. each member's prediction *before* learning (test-then-train) — reused from the prediction
    of the same row when there was one;
 2. each member learns with weight ``k ~ Poisson(lambda)`` (``lambda = 1``: Oza's bagging;
-   ``lambda = 6``: leveraging bagging, Bifet, Holmes & Pfahringer 2010);
+   ``lambda = 6``: leveraging bagging, Bifet, Holmes & Pfahringer 2010; with ``imbalance``
+   that rate times the example's class-imbalance rate, ``imbalance_rate``: OOB / UOB, Wang,
+   Minku & Yao 2015);
 3. the predictions of step 1 go into a ring window (``window`` examples: windowed accuracy per
    member, the weighted vote, diversity);
 4. with ``drift = ADWIN`` (with ``drift = DDM`` the same input goes to a DDM detector, Gama et
@@ -104,12 +106,15 @@ purge_stale_cache(
 # codes, lambda rule]; reuse = 1: ``st.mpred`` already holds the members' predictions of the
 # first row (a predict_one of the same example just before, with no learning in between); output
 # codes = 1: each bagging member learns a binary problem (``output_code``); lambda rule: boosting's
-# (``_kernels.LAMBDA_THESIS`` or ``LAMBDA_MOA``)
-SEED, VOTE, DRIFT, WINDOW, CLOCK, MIN_LEN, REUSE, CODES, RULE = range(9)
+# (``_kernels.LAMBDA_THESIS`` or ``LAMBDA_MOA``); imbalance: bagging's class-imbalance rate
+# (``imbalance_rate``: none, OOB or UOB)
+SEED, VOTE, DRIFT, WINDOW, CLOCK, MIN_LEN, REUSE, CODES, RULE, IMBALANCE = range(10)
 NO_DRIFT, DRIFT_ADWIN, DRIFT_DDM = 0, 1, 2
+NO_IMBALANCE, OOB, UOB = 0, 1, 2
 # fpar: [Poisson lambda, ADWIN delta, the meta-learner's learning rate, L2 penalty and initial
-# weight (``_stacking.META_RATE``, ``META_L2``, ``META_INIT``)]
+# weight (``_stacking.META_RATE``, ``META_L2``, ``META_INIT``), the class sizes' time decay]
 LAMBDA, DELTA = 0, 1
+DECAY = 5
 # counters: [ring position, rows in the window, members reset]
 POS, FILLED, RESETS = 0, 1, 2
 RESET = -2  # a window entry of a member that has been reset since (not counted)
@@ -137,9 +142,12 @@ class AdaptiveState(NamedTuple):
     meta_w: np.ndarray  # [K, M K + 1] its weights (grown: GROWN)
     meta_x: np.ndarray  # [M + 1, K] the members' class probabilities of the current row (grown)
     meta_n: np.ndarray  # [1] examples it learned
+    # imbalance (OOB / UOB): the classes' time-decayed sizes (``imbalance_rate``) [K] (grown)
+    cls_w: np.ndarray
 
 
-GROWN = ("meta_w", "meta_x")  # fields a kernel may replace by larger arrays (_stacking.meta_room)
+# fields a kernel may replace by larger arrays (_stacking.meta_room, class_room)
+GROWN = ("meta_w", "meta_x", "cls_w")
 
 
 @structref.register
@@ -170,6 +178,7 @@ STRUCT_TYPE = AdaptiveStructType([
     ("meta_w", _floats(2)),
     ("meta_x", _floats(2)),
     ("meta_n", _ints(1)),
+    ("cls_w", _floats(1)),
 ])  # fmt: skip
 assert tuple(STRUCT_TYPE.field_dict) == AdaptiveState._fields
 
@@ -183,7 +192,7 @@ class AdaptiveStruct(structref.StructRefProxy):
     kernels passes one pointer instead of copying them (profile.md, session 10). The struct
     does not keep the arrays alive: this object does.
 
-    The ``GROWN`` arrays (the meta-learner's) may be replaced by a kernel with larger ones: a
+    The ``GROWN`` arrays (the meta-learner's, the class sizes) may be replaced by a kernel with larger ones: a
     compiled kernel replaces them in the struct (which then owns them), an interpreted one sets
     this object's attribute. So they are properties: the struct's arrays once it is made (read
     and set through compiled calls), else ``arrays``'; a set (a twin's growth, a load) puts the
@@ -216,22 +225,23 @@ class AdaptiveStruct(structref.StructRefProxy):
             return _grown_arrays(self)[GROWN.index(name)]
         return getattr(self.arrays, name)
 
-    def _set_grown(self, meta_w: np.ndarray | None = None,
-                   meta_x: np.ndarray | None = None) -> None:  # fmt: skip
-        """Make ``meta_w`` / ``meta_x`` (those given) the current arrays, in ``arrays`` and in
-        the struct if it is made (with the other one as the struct holds it)."""
+    def _set_grown(self, name: str, value: np.ndarray) -> None:
+        """Make ``value`` the current ``GROWN`` array ``name``, in ``arrays`` and in the struct
+        if it is made (with the others as the struct holds them)."""
         made = "_meminfo" in self.__dict__
-        w, x = _grown_arrays(self) if made else (self.arrays.meta_w, self.arrays.meta_x)
-        w = w if meta_w is None else meta_w
-        x = x if meta_x is None else meta_x
-        self.arrays = self.arrays._replace(meta_w=w, meta_x=x)
+        now = _grown_arrays(self) if made else tuple(getattr(self.arrays, n) for n in GROWN)
+        new = dict(zip(GROWN, now, strict=True))
+        new[name] = value
+        self.arrays = self.arrays._replace(**new)
         if made:
-            _set_grown_arrays(self, w, x)
+            _set_grown_arrays(self, *(new[n] for n in GROWN))
 
     meta_w = property(lambda self: self._grown("meta_w"),
-                      lambda self, value: self._set_grown(meta_w=value))  # fmt: skip
+                      lambda self, value: self._set_grown("meta_w", value))  # fmt: skip
     meta_x = property(lambda self: self._grown("meta_x"),
-                      lambda self, value: self._set_grown(meta_x=value))  # fmt: skip
+                      lambda self, value: self._set_grown("meta_x", value))  # fmt: skip
+    cls_w = property(lambda self: self._grown("cls_w"),
+                     lambda self, value: self._set_grown("cls_w", value))  # fmt: skip
 
     @cached_property
     def _meminfo(self) -> Any:  # what numba unboxes: the struct's, made on first use
@@ -255,20 +265,22 @@ def _make_struct(st):
         unowned(st.ddm), unowned(st.win_pred), unowned(st.win_y), unowned(st.win_ok),
         unowned(st.win_n), unowned(st.resets), unowned(st.counters), unowned(st.mpred),
         unowned(st.lam), unowned(st.meta_w), unowned(st.meta_x), unowned(st.meta_n),
+        unowned(st.cls_w),
     )  # fmt: skip
 
 
 @nb.njit(cache=True)
 def _grown_arrays(st):
     """The ``GROWN`` arrays the struct ``st`` holds now (a kernel may have replaced them)."""
-    return st.meta_w, st.meta_x
+    return st.meta_w, st.meta_x, st.cls_w
 
 
 @nb.njit(cache=True)
-def _set_grown_arrays(st, meta_w, meta_x):
+def _set_grown_arrays(st, meta_w, meta_x, cls_w):
     """Make the struct ``st`` hold (and own a reference to) these ``GROWN`` arrays."""
     st.meta_w = meta_w
     st.meta_x = meta_x
+    st.cls_w = cls_w
 
 
 @nb.njit(cache=True, inline="always")
@@ -412,11 +424,53 @@ def reset_member(B, ipar, st, m, hint):
 
 
 @nb.njit(cache=True)
+def class_room(st, n):
+    """Room for ``n`` classes in the class sizes ``st.cls_w``: doubled (from 2) until >= n,
+    the new classes at 0 (none seen yet)."""
+    old = st.cls_w
+    K = old.shape[0]
+    if K >= n:
+        return
+    K2 = max(K, 2)
+    while K2 < n:
+        K2 *= 2
+    grown = np.zeros(K2)
+    grown[:K] = old
+    st.cls_w = grown
+
+
+@nb.njit(cache=True)
+def imbalance_rate(ipar, st, y, n):
+    """The class-imbalance factor of an example of class ``y`` (``n`` classes known), after
+    its class sizes are updated (Wang, Minku & Yao 2015; ``OnlineBagging._imbalance_rate`` is
+    the reference): ``w_k <- decay w_k + (1 - decay) [y = k]`` for every class k, then
+    OOB: ``w_max / w_y`` (>= 1: oversample the smaller classes), UOB: ``w_min / w_y`` (<= 1:
+    undersample the larger ones), max and min over the classes seen (w_k > 0). 1 without
+    ``imbalance``. The member step's Poisson rate is ``lambda`` times it."""
+    mode = ipar[IMBALANCE]
+    if mode == NO_IMBALANCE:
+        return 1.0
+    class_room(st, n)
+    w = st.cls_w
+    decay = st.fpar[DECAY]
+    for c in range(n):
+        w[c] *= decay
+    w[y] += 1.0 - decay
+    ref = w[y]
+    for c in range(n):
+        if w[c] > 0.0 and ((mode == OOB and w[c] > ref) or (mode == UOB and w[c] < ref)):
+            ref = w[c]
+    return ref / w[y]
+
+
+@nb.njit(cache=True)
 def adaptive_learn(B, ipar, st, ex, sc):
-    """Bagging with Poisson(lambda) weights (``_kernels.bagging_step``), then the window and
-    the detectors (module doc, ``drift_step``). With output codes member m learns (and is right
-    or wrong on) its bit of ``y``."""
+    """Bagging with Poisson(lambda) weights (``_kernels.bagging_step``; with ``imbalance``
+    lambda times the example's ``imbalance_rate``), then the window and the detectors (module
+    doc, ``drift_step``). With output codes member m learns (and is right or wrong on) its bit
+    of ``y``."""
     y = ex.y
+    lam = st.fpar[LAMBDA] * imbalance_rate(ipar, st, y, ex.n_classes)
     drift = ipar[DRIFT] != NO_DRIFT
     codes = ipar[CODES] == 1
     mc = member_classes(ipar, ex.n_classes)
@@ -428,7 +482,7 @@ def adaptive_learn(B, ipar, st, ex, sc):
         if codes and st.mpred[m] >= 0:  # the window holds right (y) or wrong, not bits
             st.mpred[m] = y if correct else WRONG
         exm = Example(ex.xn, ex.xc, ym, ex.w, ex.seq, mc)
-        if bagging_step(B, m, st.fpar[LAMBDA], ipar[SEED], exm, sc) > 0 and drift:
+        if bagging_step(B, m, lam, ipar[SEED], exm, sc) > 0 and drift:
             # its detector gets its error on the example *after* learning it (MOA)
             n = tree_proba(B, B, m, ex.xn, ex.xc, mc, sc.code_attr, pk, pv, hint)
             correct = argmax(pk, pv, n) == ym

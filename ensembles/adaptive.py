@@ -15,6 +15,9 @@ from . import adwin, ddm, stacking
 from .diversity import window_diversity
 
 DRIFTS = {None: ak.NO_DRIFT, "adwin": ak.DRIFT_ADWIN, "ddm": ak.DRIFT_DDM}
+IMBALANCES = {None: ak.NO_IMBALANCE, "oob": ak.OOB, "uob": ak.UOB}
+# the class sizes' time decay: Wang, Minku & Yao's default (CIEL 2013, kept in TKDE 2015)
+IMBALANCE_DECAY = 0.9
 DEFAULT_WINDOW = 1000  # when drift or the weighted vote is on and no window is given
 ADWIN_CLOCK = 32  # MOA's defaults
 ADWIN_MIN_LEN = 5
@@ -42,19 +45,29 @@ def check_options(*, poisson_lambda: Any, drift: Any, drift_delta: Any, window: 
         raise ValueError(f"window must be None or an integer in [0, 100000], got {window!r}")
 
 
+def check_imbalance(imbalance: Any, decay: Any) -> None:
+    """``ValueError`` naming the valid choices of ``imbalance`` and ``imbalance_decay``."""
+    if imbalance not in IMBALANCES:
+        raise ValueError(f"imbalance must be one of {list(IMBALANCES)}, got {imbalance!r}")
+    if (not isinstance(decay, int | float) or isinstance(decay, bool)
+            or not 0.0 < decay < 1.0):  # fmt: skip
+        raise ValueError(f"imbalance_decay must be a number in (0, 1), got {decay!r}")
+
+
 def int_params(seed: int, vote: int, drift: str | None, window: int, *, codes: bool = False,
-               lambda_rule: int = 0) -> np.ndarray:  # fmt: skip
-    """The adaptive kernels' ``ipar`` (``_adaptive.SEED`` .. ``_adaptive.RULE``)."""
+               lambda_rule: int = 0, imbalance: str | None = None) -> np.ndarray:  # fmt: skip
+    """The adaptive kernels' ``ipar`` (``_adaptive.SEED`` .. ``_adaptive.IMBALANCE``)."""
     return np.array([seed, vote, DRIFTS[drift], window, ADWIN_CLOCK, ADWIN_MIN_LEN, 0, int(codes),
-                     lambda_rule], dtype=np.int64)  # fmt: skip
+                     lambda_rule, IMBALANCES[imbalance]], dtype=np.int64)  # fmt: skip
 
 
-def new_state(n_models: int, window: int, poisson_lambda: float,
-              drift_delta: float) -> ak.AdaptiveStruct:  # fmt: skip
+def new_state(n_models: int, window: int, poisson_lambda: float, drift_delta: float,
+              imbalance_decay: float = IMBALANCE_DECAY) -> ak.AdaptiveStruct:  # fmt: skip
     """Fresh arrays for ``n_models`` members and a window of ``window`` examples (an
     ``AdaptiveState`` in the ``AdaptiveStruct`` the kernels get)."""
     M = n_models
-    fpar = [float(poisson_lambda), float(drift_delta), stacking.RATE, stacking.L2, stacking.INIT]
+    fpar = [float(poisson_lambda), float(drift_delta), stacking.RATE, stacking.L2, stacking.INIT,
+            float(imbalance_decay)]  # fmt: skip
     arrays = ak.AdaptiveState(
         fpar=np.array(fpar),
         adwin=adwin.adwin_state(M),
@@ -70,8 +83,36 @@ def new_state(n_models: int, window: int, poisson_lambda: float,
         meta_w=np.zeros((0, 1)),  # (capacity 0: the stacked vote's kernels grow them)
         meta_x=np.zeros((M + 1, 0)),
         meta_n=np.zeros(1, np.int64),
+        cls_w=np.zeros(0),  # (capacity 0: imbalance_rate grows it)
     )
     return ak.AdaptiveStruct(arrays)
+
+
+def class_sizes_array(sizes: np.ndarray, n_classes: int) -> dict[str, np.ndarray]:
+    """The saved class sizes of OOB / UOB (``imbalance.class_sizes``, [C] at the ``n_classes``
+    classes the model knows, in its class order) from ``sizes`` at any capacity."""
+    out = np.zeros(n_classes)
+    k = min(n_classes, sizes.shape[0])
+    out[:k] = sizes[:k]
+    return {"imbalance.class_sizes": out}
+
+
+def load_class_sizes(arrays: dict[str, np.ndarray], n_classes: int) -> np.ndarray:
+    """The class sizes from ``class_sizes_array`` output, checked: ``ValueError`` naming the
+    array unless it is one the kernels make for a model that knows ``n_classes`` classes:
+    shape [C] float64, every size in [0, 1] and their sum at most 1 (the sizes are a
+    time-decayed share: ``sum_k w_k = 1 - decay^t``). A forged size of 0 for a class seen, or
+    of NaN, made UOB's rate 0 or NaN for every example."""
+    name = "imbalance.class_sizes"
+    if name not in arrays:
+        raise ValueError(f"state array {name} is missing (an imbalance model's state)")
+    sizes = np.asarray(arrays[name])
+    if sizes.dtype != np.float64 or sizes.shape != (n_classes,):
+        _refuse(name, f"shape {sizes.shape} / {sizes.dtype}, want ({n_classes},) / float64")
+    if not (np.isfinite(sizes).all() and (sizes >= 0.0).all() and (sizes <= 1.0).all()
+            and sizes.sum() <= 1.0 + 1e-9):  # fmt: skip
+        _refuse(name, "a size outside [0, 1] (or NaN), or sizes summing to more than 1")
+    return sizes.copy()
 
 
 def state_arrays(st) -> dict[str, np.ndarray]:

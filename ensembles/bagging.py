@@ -74,6 +74,22 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         Examples over which each member's accuracy and the members' diversity (``describe()``)
         are kept; 0 keeps none. ``None`` (default): 1000 with ``drift`` or the weighted vote,
         else 0. Needs a native learner, as do ``drift`` and ``poisson_lambda != 1``.
+    imbalance
+        ``None`` (default: Oza's bagging) or class-imbalance online bagging (Wang, Minku & Yao
+        2015): every learned example first updates the classes' time-decayed sizes, then its
+        Poisson rate is ``poisson_lambda`` times a rate from them::
+
+            w_k <- decay * w_k + (1 - decay) * [y = k]      for every class k
+            "oob":  lambda = w_max / w_y    (oversampling: >= 1, larger for rarer classes)
+            "uob":  lambda = w_min / w_y    (undersampling: <= 1, smaller for commoner classes)
+
+        with max and min over the classes seen so far (w_k > 0); each member then learns the
+        example with weight ``k ~ Poisson(lambda)`` as in Oza's bagging. The sizes are part
+        of the saved state (``describe()["imbalance"]`` shows them). Works with any learner
+        (native ones run it compiled); ``prime`` is not available with it.
+    imbalance_decay
+        The sizes' time decay (``decay`` above): 0.9 (default, the paper's: Wang, Minku & Yao
+        2013 chose it to balance how fast the sizes follow a change against their variance).
     threads
         Threads a batch (``learn_many``, ``predict_learn_many``, ``predict_proba_many``) runs
         the members in (1, default: the calling thread only). Members are independent work: with
@@ -103,6 +119,15 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
     >>> model.predict_one({"x": 8.0}), model.describe()["n_drifts"] > 0
     (False, True)
 
+    Oversampling online bagging on a stream with 5% positives (``describe()["imbalance"]``
+    has the classes' time-decayed sizes):
+
+    >>> model = OnlineBagging(NaiveBayes(), n_models=5, seed=1, imbalance="oob")
+    >>> for i in range(200):
+    ...     model.learn_one({"x": float(i % 20)}, i % 20 == 0)
+    >>> model.predict_one({"x": 0.0}), model.describe()["imbalance"]["mode"]
+    (True, 'oob')
+
     The stacked vote, a meta-learner trained on what the members say before learning each
     example (``describe()["meta_learner"]`` gives its size):
 
@@ -120,6 +145,8 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
     methods for evolving data streams. KDD.
     Bifet, A., Holmes, G. & Pfahringer, B. (2010). Leveraging bagging for evolving data
     streams. ECML PKDD.
+    Wang, S., Minku, L. L. & Yao, X. (2015). Resampling-based ensemble methods for online
+    class imbalance learning. IEEE TKDE 27(5), 1356-1368.
     """
 
     kind = "bagging"
@@ -130,10 +157,13 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
     def __init__(self, learner: Any, *, n_models: int = 10, seed: int = 0, vote: str = "average",
                  poisson_lambda: float = 1.0, drift: str | None = None, drift_delta: float = 0.002,
                  window: int | None = None, output_codes: bool = False,
+                 imbalance: str | None = None,
+                 imbalance_decay: float = adaptive.IMBALANCE_DECAY,
                  limits: Limits | dict | None = None, threads: int = 1):  # fmt: skip
         adaptive.check_options(poisson_lambda=poisson_lambda, drift=drift,
                                drift_delta=drift_delta, window=window,
                                output_codes=output_codes)  # fmt: skip
+        adaptive.check_imbalance(imbalance, imbalance_decay)
         if output_codes and vote == "stacking":
             raise ValueError("vote='stacking' is not available with output_codes (members give "
                              "bits, not class probabilities)")  # fmt: skip
@@ -142,6 +172,10 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         self.drift = drift
         self.drift_delta = drift_delta
         self.window = window
+        self.imbalance = imbalance
+        self.imbalance_decay = imbalance_decay
+        # the slow path's time-decayed class sizes (``_imbalance_rate``; native: the kernel's)
+        self._class_sizes: dict[Label, float] = {}
         super().__init__(learner, n_models=n_models, seed=seed, vote=vote, limits=limits)
         self.threads = threads
         backend = cast(Any, self._be)
@@ -160,7 +194,8 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         stacked vote with a native learner: with Python members it is ``_meta``'s)."""
         return (self.drift is not None or self.poisson_lambda != 1.0 or self.vote == "weighted"
                 or self._window > 0 or self.output_codes
-                or (self.vote == "stacking" and self._meta is None))  # fmt: skip
+                or (self.vote == "stacking" and self._meta is None)
+                or (self.imbalance is not None and isinstance(self.learner, NativeLearner)))  # fmt: skip
 
     def _init_extra(self) -> None:
         self._int_params = self._ipar()
@@ -171,26 +206,57 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
                              "need a native learner (hoeffding_tree, naive_bayes, stump)")  # fmt: skip
         self._kernel = cast(Any, _adaptive.adaptive_run)
         self._int_params = adaptive.int_params(self.seed, _kernels.VOTES[self.vote], self.drift,
-                                               self._window, codes=self.output_codes)  # fmt: skip
+                                               self._window, codes=self.output_codes,
+                                               imbalance=self.imbalance)  # fmt: skip
         self._float_state = adaptive.new_state(self.n_models, self._window, self.poisson_lambda,
-                                     self.drift_delta)  # fmt: skip
+                                               self.drift_delta, self.imbalance_decay)  # fmt: skip
 
     def _extra_params(self) -> dict:
         out = super()._extra_params()
         defaults = {"poisson_lambda": 1.0, "drift": None, "drift_delta": 0.002, "window": None,
-                    "output_codes": False}  # fmt: skip
+                    "output_codes": False, "imbalance": None,
+                    "imbalance_decay": adaptive.IMBALANCE_DECAY}  # fmt: skip
         out.update({k: getattr(self, k) for k, v in defaults.items() if getattr(self, k) != v})
         return out
 
     def _extra_arrays(self) -> dict[str, np.ndarray]:
         out = adaptive.state_arrays(self._float_state) if self.adaptive else {}
         out.update(self._stack_arrays())
+        if self.imbalance is not None:
+            out.update(adaptive.class_sizes_array(self._sizes(), len(self.classes)))
         return out
 
     def _load_extra(self, arrays: dict[str, np.ndarray]) -> None:
+        sizes = None
+        if self.imbalance is not None:  # (checked before anything is loaded)
+            sizes = adaptive.load_class_sizes(arrays, len(self.classes))
         if self.adaptive:
             adaptive.load_state_arrays(self._float_state, arrays)
         self._load_stack(arrays)
+        if sizes is None:
+            return
+        if self.adaptive:
+            self._float_state.cls_w = sizes
+        else:
+            self._class_sizes = {c: float(v) for c, v in zip(self.classes, sizes, strict=True)
+                                 if v > 0.0}  # fmt: skip
+
+    def _sizes(self) -> np.ndarray:
+        """The classes' time-decayed sizes in class order (at any capacity; readers call
+        ``_settled()`` first)."""
+        if self.adaptive:
+            return self._float_state.cls_w
+        return np.array([self._class_sizes.get(c, 0.0) for c in self.classes])
+
+    def describe(self) -> dict:
+        out = super().describe()  # (it settles the model)
+        if self.imbalance is not None:
+            sizes = adaptive.class_sizes_array(self._sizes(), len(self.classes))
+            out["imbalance"] = {"mode": self.imbalance, "decay": self.imbalance_decay,
+                                "class_sizes": dict(zip(map(str, self.classes),
+                                                        sizes["imbalance.class_sizes"].tolist(),
+                                                        strict=True))}  # fmt: skip
+        return out
 
     # slow path: the same algorithm over Python member objects
     def _py_predict(self, x: Features) -> dict:
@@ -217,10 +283,27 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
 
     def _py_learn(self, x: Features, y: Label, w: float, seq: int) -> None:
         self._stack_learn(x, y, w)  # (vote="stacking": before any member learns x)
+        lam = float(self.poisson_lambda) * self._imbalance_rate(y)
         for m, member in enumerate(self._members):
-            k = poisson(1.0, self.seed, seq, m)
+            k = poisson(lam, self.seed, seq, m)
             if k > 0:
                 member.learn_one(x, y, w=k * w)
+
+    def _imbalance_rate(self, y: Label) -> float:
+        """OOB / UOB's factor of the Poisson rate for an example of class ``y`` (Wang, Minku &
+        Yao 2015; the reference of ``_adaptive.imbalance_rate``): every class size decays, y's
+        grows by 1 - decay, then ``w_max / w_y`` (OOB) or ``w_min / w_y`` (UOB) over the
+        classes seen; 1 without ``imbalance``."""
+        if self.imbalance is None:
+            return 1.0
+        decay = float(self.imbalance_decay)
+        sizes = self._class_sizes
+        for c in sizes:
+            sizes[c] *= decay
+        sizes[y] = sizes.get(y, 0.0) + (1.0 - decay)
+        seen = [v for v in sizes.values() if v > 0.0]
+        ref = max(seen) if self.imbalance == "oob" else min(seen)
+        return ref / sizes[y]
 
     def prime(self, X: list[Features], y: list) -> OnlineBagging:
         """Fit the members by batch bagging on an initial block, then continue online.
@@ -231,6 +314,9 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         """
         if self.output_codes:
             raise ValueError("prime() is not available with output_codes (members learn bits)")
+        if self.imbalance is not None:
+            raise ValueError("prime() is not available with imbalance (its class sizes are "
+                             "counted online)")  # fmt: skip
         X, y = list(X), list(y)
         if not X:
             return self

@@ -118,6 +118,57 @@ def test_compiled_kernel_equals_python_algorithm(cls, learner, vote):
         assert a["stack.weights"] == pytest.approx(b["stack.weights"], abs=1e-12)
 
 
+def test_imbalance_rates_hand_worked():
+    """OOB / UOB (Wang, Minku & Yao 2015) over the stream A, A, B, A with decay 0.9, worked by
+    hand: the sizes after each example and its Poisson rate."""
+    # A: w_A = 0.1 -> 1 | A: w_A = 0.19 -> 1 | B: w_A = 0.171, w_B = 0.1 -> OOB 0.171 / 0.1,
+    # UOB 1 | A: w_A = 0.1539 + 0.1 = 0.2539, w_B = 0.09 -> OOB 1, UOB 0.09 / 0.2539
+    want = {"oob": [1.0, 1.0, 1.71, 1.0], "uob": [1.0, 1.0, 1.0, 0.09 / 0.2539]}
+    for mode, rates in want.items():
+        model = OnlineBagging(Constant("A"), n_models=2, seed=0, imbalance=mode)
+        assert [model._imbalance_rate(y) for y in "AABA"] == pytest.approx(rates, rel=1e-12)
+        assert model._class_sizes == pytest.approx({"A": 0.2539, "B": 0.09}, rel=1e-12)
+    # the rates reach the members: OOB's mean weight of B's examples is about 1 / (B's share)
+    model = OnlineBagging(Constant("A"), n_models=50, seed=1, imbalance="oob")
+    model._members = [Constant("A") for _ in range(50)]
+    for i in range(400):
+        model.learn_one({}, "B" if i % 20 == 0 else "A")
+    b_weight = sum(w for m in model._members for w in m.weights) - 380 * 50  # (A's rate: 1)
+    assert 3.0 < b_weight / (20 * 50) < 10.0
+
+
+@pytest.mark.parametrize("imbalance", ["oob", "uob"])
+@pytest.mark.parametrize("learner", [NaiveBayes, lambda: HoeffdingTree(grace_period=30)])
+def test_imbalance_kernel_equals_python_algorithm(learner, imbalance):
+    """The adaptive kernel's class sizes and Poisson rates (``_adaptive.imbalance_rate``) mirror
+    ``OnlineBagging._imbalance_rate`` on the slow path exactly, on a stream with 1 class in 10
+    and a third class arriving mid-stream."""
+    kinds = {"x1": "numeric", "x2": "numeric", "colour": "categorical", "size": "categorical",
+             "late": "numeric"}  # fmt: skip
+    data = [(x, y if i % 10 == 0 else "neg") for i, (x, y) in enumerate(mixed_stream(400, 4))]
+    classes = ["neg", "pos", "mid"]
+    data[250] = (data[250][0], "mid")
+    proto = learner()
+    proto.declare(features=kinds, classes=classes)
+    fast = OnlineBagging(learner(), n_models=5, seed=11, imbalance=imbalance)
+    fast.declare(features=kinds, classes=classes)
+    slow = OnlineBagging(Proxy(proto), n_models=5, seed=11, imbalance=imbalance)
+    for member in slow._members:
+        member.inner.declare(features=kinds, classes=classes)
+    slow.declare(classes=classes)
+    for x, y in data:
+        pf, ps = fast.predict_proba_one(x), slow.predict_proba_one(x)
+        assert set(k for k, v in pf.items() if v > 0) == set(k for k, v in ps.items() if v > 0)
+        for k, v in ps.items():
+            assert pf.get(k, 0.0) == pytest.approx(v, abs=1e-12)
+        fast.learn_one(x, y)
+        slow.learn_one(x, y)
+    fast._settled()
+    a, b = fast._extra_arrays(), slow._extra_arrays()
+    assert a["imbalance.class_sizes"].tolist() == b["imbalance.class_sizes"].tolist()
+    assert (a["imbalance.class_sizes"] > 0).all()
+
+
 def test_online_bagging_converges_to_batch_bagging():
     """Oza's theorem: with a lossless base learner online bagging converges to batch bagging."""
     train = list(categorical_stream(50_000, seed=3, n_features=8, n_values=5))

@@ -37,6 +37,9 @@ MODELS = {
     "Bagging(HT,stacking)": lambda: OnlineBagging(
         HoeffdingTree(grace_period=20), n_models=4, seed=3, vote="stacking"
     ),
+    "Bagging(HT,oob)": lambda: OnlineBagging(
+        HoeffdingTree(grace_period=20), n_models=4, seed=3, imbalance="oob"
+    ),
     "Boosting(NB,stacking)": lambda: OnlineBoosting(
         NaiveBayes(), n_models=4, seed=3, vote="stacking"
     ),
@@ -71,6 +74,12 @@ MODELS = {
         n_models=3,
         seed=3,
         vote="stacking",
+    ),
+    "Bagging(river,uob)": lambda: OnlineBagging(
+        RiverLearner(tree.HoeffdingTreeClassifier(grace_period=20)),
+        n_models=3,
+        seed=3,
+        imbalance="uob",
     ),
     "Boosting(river)": lambda: OnlineBoosting(
         RiverLearner(tree.HoeffdingTreeClassifier(grace_period=20)), n_models=3, seed=3

@@ -55,6 +55,7 @@ MODELS = {
         _ht(), n_models=3, seed=8, drift="adwin", window=10
     ),
     "bag_stacking": lambda: ensembles.OnlineBagging(_ht(), n_models=3, seed=9, vote="stacking"),
+    "bag_oob": lambda: ensembles.OnlineBagging(_ht(), n_models=3, seed=11, imbalance="oob"),
     "boost_stacking": lambda: ensembles.OnlineBoosting(
         learners.NaiveBayes(), n_models=3, seed=10, vote="stacking"
     ),

@@ -317,6 +317,8 @@ if sys.argv[2] == "extras":  # the arrays beside the trees: detectors, window, b
         {"ensemble": "bagging", "learner": "exact_tree", "n_models": 2, "seed": 10},
         {"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 2, "seed": 11,
          "params": {"grace_period": 30, "vote": "stacking"}},
+        {"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 2, "seed": 12,
+         "params": {"grace_period": 30, "imbalance": "uob"}},
     ]  # fmt: skip
 if sys.argv[2] in ("current", "extras"):
     for spec in SPECS:
@@ -433,6 +435,9 @@ CASES = [  # (spec params, array, index, value)
     ({"vote": "stacking"}, "stack.weights", (1, 3), 1e300),
     ({"vote": "stacking"}, "stack.learned", (0,), 10**9),
     ({"vote": "stacking"}, "stack.learned", (0,), -1),
+    ({"imbalance": "uob"}, "imbalance.class_sizes", (0,), np.nan),
+    ({"imbalance": "oob"}, "imbalance.class_sizes", (1,), 1.0),  # (the sizes sum to > 1)
+    ({"imbalance": "oob"}, "imbalance.class_sizes", (2,), -1e-9),
     ("boosting", "boost.lam_sc", (0,), -1.0),
     ("boosting", "boost.lam_sw", (1,), -1e-300),
     ("mlp", "m1.stat_w", (0,), -1.0),
@@ -467,7 +472,7 @@ for params, name, at, value in CASES:
 
 
 def test_forged_detectors_windows_and_sums_are_refused_naming_the_array() -> None:
-    for name, message in _refusals(EXTRAS_SCRIPT, 20):
+    for name, message in _refusals(EXTRAS_SCRIPT, 23):
         member_array = name.startswith(
             ("m0.", "m1.")
         )  # ("MLP state stat_w: ...", "ExactTree state y: ...")

@@ -24,7 +24,8 @@ KINDS += [("bagging+adwin", "hoeffding_tree"), ("bagging+ddm", "naive_bayes"),
           ("boosting+adwin", "hoeffding_tree"), ("bagging+codes", "hoeffding_tree"),
           ("boosting+moa", "hoeffding_tree"), ("boosting+adwin+moa", "naive_bayes"),
           ("arf", "hoeffding_tree"), ("srp", "hoeffding_tree"),
-          ("bagging+stacking", "hoeffding_tree"), ("boosting+stacking", "naive_bayes")]  # fmt: skip
+          ("bagging+stacking", "hoeffding_tree"), ("boosting+stacking", "naive_bayes"),
+          ("bagging+oob", "hoeffding_tree"), ("bagging+uob", "naive_bayes")]  # fmt: skip
 ADAPTIVE = {"drift": "adwin", "poisson_lambda": 6.0, "vote": "weighted", "window": 40}
 
 
@@ -32,6 +33,8 @@ def _spec(ensemble: str, learner: str) -> dict:
     params = {"grace_period": 30} if learner == "hoeffding_tree" else {}
     if ensemble.endswith("+stacking"):  # the stacked vote (the adaptive kernels' meta-learner)
         ensemble, params = ensemble.split("+")[0], {**params, "vote": "stacking"}
+    elif ensemble in ("bagging+oob", "bagging+uob"):  # class-imbalance bagging (OOB / UOB)
+        ensemble, params = "bagging", {**params, "imbalance": ensemble.split("+")[1]}
     elif ensemble == "bagging+codes":  # leveraging bagging with output codes
         ensemble, params = "bagging", {**params, **ADAPTIVE, "output_codes": True}
     elif ensemble.startswith("bagging+"):  # adaptive bagging (ensembles/_adaptive.py)

@@ -40,6 +40,7 @@ MODELS: dict[str, Callable[[], Any]] = {
     "boost_adwin": lambda: ensembles.OnlineBoosting(_ht(), n_models=3, seed=7, drift="adwin"),
     "arf": lambda: ensembles.AdaptiveRandomForest(_ht(), n_models=3, seed=8),
     "bag_stacking": lambda: ensembles.OnlineBagging(_ht(), n_models=3, seed=8, vote="stacking"),
+    "bag_uob": lambda: ensembles.OnlineBagging(_ht(), n_models=3, seed=9, imbalance="uob"),
 }
 
 

@@ -6,6 +6,7 @@ noise) and written as CSV, JSONL and ARFF; the server is the real service on a f
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import random
@@ -14,7 +15,7 @@ import pytest
 from _live_server import live_server
 
 from app.client import ChorusClient
-from app.replay import ReplayError, parse_spec, row_id, run_replay
+from app.replay import ReplayError, flattery_warning, parse_spec, row_id, run_replay
 
 N = 500
 SPEC = "bagging:hoeffding_tree:3:7"
@@ -133,6 +134,36 @@ def test_local_replay_learns_the_concept_and_reports(reference):
     assert r.curve[-1][0] == N and abs(r.curve[-1][1] - r.accuracy) < 1e-12
     hits = sum(o.prediction == o.y for o in r.outcomes if o.prediction is not None)
     assert r.accuracy == pytest.approx(hits / r.scored)
+
+
+def test_a_replay_reports_the_class_scores_and_warns_when_accuracy_flatters(reference, tmp_path):
+    """The summary has balanced accuracy, G-mean, macro-F1, per-class recall and precision and
+    the majority-class rate; on a stream with 3 % positives and no signal the model's accuracy
+    is within 1 point of that rate and the report warns, on the balanced stream it does not."""
+    r = reference
+    assert r.warning is None and r.accuracy - r.majority_rate >= 0.01
+    assert 0.5 < r.balanced_accuracy < 1.0 and 0.0 < r.g_mean <= r.balanced_accuracy
+    classes = {c["label"]: c for c in r.per_class["classes"]}
+    assert set(classes) == {"pos", "neg"}
+    assert sum(c["support"] for c in classes.values()) == r.scored
+    hits = sum(o.prediction == o.y == "pos" for o in r.outcomes)
+    assert classes["pos"]["recall"] == pytest.approx(hits / classes["pos"]["support"])
+    rng = random.Random(5)
+    rows = [{"a": round(rng.random(), 4), "b": round(rng.random(), 4), "color": "red",
+             "label": "pos" if i % 33 == 0 else "neg"} for i in range(N)]  # fmt: skip
+    skewed = local(write_csv(tmp_path / "skewed.csv", rows))
+    assert skewed.majority_rate == pytest.approx(1 - 15 / (N - 1), abs=0.002)
+    assert skewed.accuracy - skewed.majority_rate < 0.01
+    assert skewed.warning and "majority-class rate" in skewed.warning
+    for diff, words in ((0.005, "within 1 point of"), (-0.005, "within 1 point of"),
+                        (-0.05, "below")):  # fmt: skip
+        near = dataclasses.replace(skewed, accuracy=skewed.majority_rate + diff)
+        assert f"{words} the majority-class rate" in flattery_warning(near)
+    assert (
+        flattery_warning(dataclasses.replace(skewed, accuracy=skewed.majority_rate + 0.02)) is None
+    )
+    assert skewed.balanced_accuracy < 0.6
+    assert "balanced_accuracy" in skewed.to_json() and "per_class" in skewed.to_json()
 
 
 def test_the_same_stream_in_every_format_replays_identically(files, reference):

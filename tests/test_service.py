@@ -122,6 +122,8 @@ def test_create_model_409(client):
         ({**SPEC, "ensemble": "boosting", "params": {"lambda_rule": "adaboost"}}, "lambda_rule"),
         ({**SPEC, "params": {"vote": "stacked"}}, "vote"),
         ({**SPEC, "params": {"vote": "stacking", "output_codes": True}}, "output_codes"),
+        ({**SPEC, "params": {"imbalance": "smote"}}, "imbalance"),
+        ({**SPEC, "params": {"imbalance": "oob", "imbalance_decay": 1.5}}, "imbalance_decay"),
         ({**SPEC, "bogus": 1}, "bogus"),
     ],
 )
@@ -712,6 +714,29 @@ def test_engine_bug_is_a_500_without_internals_and_nothing_is_acknowledged(clien
     assert client.get("/models/m").json()["n_seen"] == 5
     _stream(client, 1, start=5)
     assert client.get("/models/m").json()["n_seen"] == 6
+
+
+def test_imbalance_bagging_over_http_survives_a_restart(make_client):
+    """``params: {"imbalance": "oob"}``: the spec as given, the model learns, its metrics have
+    the class scores, and a restarted service (snapshot + log replay) answers as before."""
+    spec = {**SPEC, "params": {"imbalance": "oob"}}
+    rows = [{"features": _ex(i), "label": _label(i)} for i in range(300)]
+    probe = {"model": "m", "features": _ex(4)}
+    with make_client() as client:
+        assert client.post("/models", json=spec).status_code == 201
+        r = client.post("/learn", json={"model": "m", "examples": rows})
+        assert r.status_code == 200, r.text
+        d = client.get("/models/m").json()
+        assert d["spec"]["params"]["imbalance"] == "oob" and d["n_seen"] == 300
+        m = client.get("/models/m/metrics").json()
+        assert m["n_scored"] > 0 and 0.0 <= m["balanced_accuracy"] <= 1.0
+        assert {c["label"] for c in m["per_class"]["classes"]} <= {"hi", "lo"}
+        assert sum(n for _, _, n in m["per_class"]["confusion"]) == m["n_scored"]
+        before = client.post("/predict", json=probe).json()
+    with make_client() as client:
+        after = client.post("/predict", json=probe).json()
+        assert after["probabilities"] == before["probabilities"]
+        assert client.get("/models/m/metrics").json() == m
 
 
 @pytest.mark.parametrize("ensemble", ["bagging", "boosting"])

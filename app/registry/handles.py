@@ -71,8 +71,10 @@ class ModelMetrics(Prequential):
         super().update_many(y_true, y_pred)
 
     def report(self) -> dict[str, Any]:
-        """``{"accuracy", "kappa", "window_accuracy", "n_scored"}`` (``None`` before any score)."""
-        return {**self.values(), "n_scored": self.n_scored}
+        """``values()`` (accuracy, kappa, the class scores, cumulative and windowed: ``None``
+        before any score), ``n_scored`` and ``per_class`` (per-class recall and precision, the
+        confusion matrix's cells)."""
+        return {**self.values(), "n_scored": self.n_scored, "per_class": self.per_class()}
 
 
 @dataclass(slots=True)

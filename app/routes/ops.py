@@ -87,6 +87,14 @@ class ModelCollector:
         wacc = GaugeMetricFamily(
             "chorus_model_window_accuracy", "Accuracy over the last window", labels=["model"]
         )
+        balanced = GaugeMetricFamily(
+            "chorus_model_balanced_accuracy", "Prequential balanced accuracy (mean class recall)",
+            labels=["model"],
+        )  # fmt: skip
+        gmean = GaugeMetricFamily(
+            "chorus_model_g_mean", "Prequential G-mean (geometric mean of class recalls)",
+            labels=["model"],
+        )  # fmt: skip
         lag = GaugeMetricFamily(
             "chorus_model_unsnapshotted", "Log entries not yet in a snapshot", labels=["model"]
         )
@@ -104,8 +112,11 @@ class ModelCollector:
                 acc.add_metric([name], rep["accuracy"])
             if rep["window_accuracy"] is not None:
                 wacc.add_metric([name], rep["window_accuracy"])
+            if rep["balanced_accuracy"] is not None:
+                balanced.add_metric([name], rep["balanced_accuracy"])
+                gmean.add_metric([name], rep["g_mean"])
             lag.add_metric([name], float(since_snapshot))
-        yield from (learned, acc, wacc, lag, drifts, diversity)
+        yield from (learned, acc, wacc, balanced, gmean, lag, drifts, diversity)
         mem = self.registry.memory()
         yield GaugeMetricFamily("chorus_models_loaded", "Models held in memory", mem["loaded"])
         yield GaugeMetricFamily(

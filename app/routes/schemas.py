@@ -123,6 +123,18 @@ class Metrics(BaseModel):
     kappa: float | None
     window_accuracy: float | None
     n_scored: int
+    majority_rate: float | None = Field(
+        None, description="Share of the most frequent true class (always predicting it scores "
+        "this accuracy)")  # fmt: skip
+    balanced_accuracy: float | None = Field(None, description="Mean recall of the true classes")
+    g_mean: float | None = Field(None, description="Geometric mean of the classes' recalls")
+    macro_f1: float | None = Field(None, description="Mean F1 of the classes")
+    window_balanced_accuracy: float | None = None
+    window_g_mean: float | None = None
+    window_macro_f1: float | None = None
+    per_class: dict[str, list] | None = Field(
+        None, description="classes: [{label, support, predicted, recall, precision}]; "
+        "confusion: [[true, predicted, count]] (non-zero cells)")  # fmt: skip
 
 
 class ModelDescription(BaseModel):

@@ -1,0 +1,252 @@
+"""Class-imbalance online bagging (OOB, UOB: Wang, Minku & Yao 2015) against plain OzaBag.
+
+Prequential predict-then-learn (batches of 1,000 through ``predict_learn_many``) of Chorus'
+OzaBag(HT), OOB(HT) and UOB(HT), M = 10 members with Chorus' defaults (``imbalance_decay``
+0.9), and with ``--river`` river's ``RandomOverSampler`` / ``RandomUnderSampler`` (desired
+distribution 50/50) around river's ``BaggingClassifier(HoeffdingTreeClassifier)``, M = 10, one
+example at a time. Scores from ``app.metrics.Prequential`` (river's definitions): G-mean,
+balanced accuracy, and accuracy beside the majority-class rate; the predictions of an untrained
+model (``None``) are not scored, as the service does (river's G-mean counts a label predicted
+but never true as a class of recall 0: a scored ``None`` made every G-mean 0).
+
+Streams: river's generators made imbalanced by keeping each example of the minority class (the
+rarer one in a pilot of 5,000 examples) with the probability that gives the target share in the
+pilot, with and without an abrupt concept drift at the middle (river's ConceptDriftStream; the
+minority share after it is whatever the second concept gives under the same keep rate, shown as
+measured; as abrupt as river's sigmoid allows, ``drift.abrupt_width``), and with ``--data-dir`` the Census-Income KDD test file (99,762 rows, 6.2 %
+"50000+"), shuffled per seed. ``--seeds`` seeds the generators, the shuffle and the models.
+
+Each cell is the mean ± sd over the seeds; marks are a two-sided Welch t-test against plain
+OzaBag on the same column (p < 0.05): ``▲`` significantly above, ``▼`` below.
+
+Run from the repository root::
+
+    python benchmarks/imbalance.py                          # the generators, 20,000 rows, 5 seeds
+    python benchmarks/imbalance.py --data-dir ../shared/datasets/raw --census-n 50000 --river
+    python benchmarks/imbalance.py --n 5000 --seeds 1,2 --streams "SEA 1%" --decays 0.99
+
+This is a benchmark, not a test: it prints numbers and asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+for p in (str(HERE.parent), str(HERE)):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+from accuracy import welch  # noqa: E402
+from peers import write_result  # noqa: E402
+
+from app.metrics import Prequential  # noqa: E402
+
+Stream = list[tuple[dict[str, Any], Any]]
+PILOT = 5_000
+CHORUS = ("OzaBag", "OOB", "UOB")
+RIVER = ("river OverSampler(Bag)", "river UnderSampler(Bag)")
+
+
+# --------------------------------------------------------------------------- streams
+
+
+def _imbalanced(build: Callable[[int], Any], share: float, *,
+                then: Callable[[int], Any] | None = None) -> Callable[[int, int], Stream]:  # fmt: skip
+    """``make(n, seed)``: ``build(seed)``'s examples with the minority class kept at a rate
+    that gives it ``share`` of the pilot; with ``then``, an abrupt drift to ``then(seed)`` at
+    the middle of the n rows (the same keep rate)."""
+
+    def make(n: int, seed: int) -> Stream:
+        from river.datasets import synth
+
+        pilot = [y for _, y in build(seed).take(PILOT)]
+        counts = {c: pilot.count(c) for c in set(pilot)}
+        minority = min(counts, key=lambda c: (counts[c], repr(c)))
+        r = counts[minority] / len(pilot)
+        keep = min(1.0, share * (1 - r) / (r * (1 - share)))
+        rng = random.Random(seed * 7919 + 1)
+        half = n // 2 if then is not None else n
+
+        def part(gen: Any, rows: int) -> Stream:
+            out: Stream = []
+            for x, y in gen:
+                if y == minority and rng.random() >= keep:
+                    continue
+                out.append(({str(k): float(v) for k, v in x.items()}, y))
+                if len(out) == rows:
+                    return out
+            return out
+
+        first = build(seed)
+        if then is None:
+            return part(first, n)
+        # (the drift stream's position counts generated examples: give it the kept rows' span)
+        from drift import abrupt_width
+
+        position = int(half / max(1e-9, 1 - r + r * keep))
+        stream = synth.ConceptDriftStream(stream=first, drift_stream=then(seed), seed=seed,
+                                          position=position,
+                                          width=abrupt_width(2 * position))  # fmt: skip
+        return part(iter(stream), n)
+
+    return make
+
+
+def _census(data_dir: str) -> Callable[[int, int], Stream]:
+    def make(n: int, seed: int) -> Stream:
+        import datasets as uci
+
+        ds = uci.load("census", data_dir)
+        rows = list(zip(ds.X, ds.y, strict=True))
+        random.Random(seed).shuffle(rows)
+        return rows[:n]
+
+    return make
+
+
+def streams(data_dir: str) -> dict[str, Callable[[int, int], Stream]]:
+    from river.datasets import synth
+
+    def agrawal(f: int) -> Callable[[int], Any]:
+        return lambda s: synth.Agrawal(classification_function=f, seed=s, perturbation=0.05)
+
+    def sea(v: int) -> Callable[[int], Any]:
+        return lambda s: synth.SEA(variant=v, seed=s)
+
+    def hyperplane(s: int) -> Any:
+        return synth.Hyperplane(seed=s, n_features=10, noise_percentage=0.05)
+
+    out = {
+        "SEA 1%": _imbalanced(sea(0), 0.01),
+        "Agrawal f2 2%": _imbalanced(agrawal(2), 0.02),
+        "Hyperplane 5%": _imbalanced(hyperplane, 0.05),
+        "SEA 0->3 abrupt 3%": _imbalanced(sea(0), 0.03, then=sea(3)),
+        "Agrawal f2->f5 abrupt 5%": _imbalanced(agrawal(2), 0.05, then=agrawal(5)),
+    }
+    if data_dir and (Path(data_dir) / "census-income-kdd").is_dir():
+        out["Census-Income KDD 6.2%"] = _census(data_dir)
+    return out
+
+
+# --------------------------------------------------------------------------- models
+
+
+def chorus_model(name: str, seed: int) -> Any:
+    """``OzaBag``, ``OOB``, ``UOB`` or ``OOB(θ)`` / ``UOB(θ)`` (another ``imbalance_decay``)."""
+    from ensembles import OnlineBagging
+    from learners import HoeffdingTree
+
+    kind, _, decay = name.rstrip(")").partition("(")
+    imbalance = {"OzaBag": None, "OOB": "oob", "UOB": "uob"}[kind]
+    return OnlineBagging(HoeffdingTree(), n_models=10, seed=seed, imbalance=imbalance,
+                         imbalance_decay=float(decay or 0.9))  # fmt: skip
+
+
+def river_model(name: str, seed: int, classes: list) -> Any:
+    from river import ensemble, imblearn, tree
+
+    bag = ensemble.BaggingClassifier(tree.HoeffdingTreeClassifier(), n_models=10, seed=seed)
+    dist = {c: 1.0 / len(classes) for c in classes}
+    cls = imblearn.RandomOverSampler if "Over" in name else imblearn.RandomUnderSampler
+    return cls(bag, desired_dist=dist, seed=seed)
+
+
+def run(name: str, stream: Stream, seed: int) -> Prequential:
+    """Prequential scores of model ``name`` over ``stream``."""
+    scores = Prequential(window=1000)
+    if not name.startswith("river"):
+        model = chorus_model(name, seed)
+        for i in range(0, len(stream), 1000):
+            block = stream[i : i + 1000]
+            probas = model.predict_learn_many([x for x, _ in block], [y for _, y in block])
+            for p, (_, y) in zip(probas, block, strict=True):
+                if p:  # (an untrained model's None is not scored, as the service does)
+                    scores.update(y, max(p, key=p.get))
+        return scores
+    model = river_model(name, seed, sorted({y for _, y in stream}, key=repr))
+    for x, y in stream:
+        pred = model.predict_one(x)
+        if pred is not None:
+            scores.update(y, pred)
+        model.learn_one(x, y)
+    return scores
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _cell(values: list[float], base: list[float] | None) -> str:
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    mark = ""
+    if base is not None and values is not base:
+        p = welch(values, base)
+        diff = statistics.fmean(values) - statistics.fmean(base)
+        mark = (" ▲" if diff > 0 else " ▼") if p < 0.05 else ""
+    return f"{statistics.fmean(values):.3f} ± {sd:.3f}{mark}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=20_000, help="rows per generated stream")
+    ap.add_argument("--census-n", type=int, default=99_762, help="rows of the census file")
+    ap.add_argument("--seeds", default="1,2,3,4,5")
+    ap.add_argument("--data-dir", default="", help="the UCI files (census-income-kdd/)")
+    ap.add_argument("--streams", default="", help="';'-separated names (default: all)")
+    ap.add_argument("--river", action="store_true", help="also river's samplers around bagging")
+    ap.add_argument("--decays", default="", help="also OOB and UOB with these ','-separated "
+                    "imbalance_decay values")  # fmt: skip
+    ap.add_argument("--out", default="", help="also write the table to this markdown file")
+    args = ap.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    make = streams(args.data_dir)
+    names = args.streams.split(";") if args.streams else list(make)
+    more = [f"{m}({d})" for d in args.decays.split(",") if d for m in ("OOB", "UOB")]
+    models = (*CHORUS, *more, *(RIVER if args.river else ()))
+    lines = ["| stream | minority | model | G-mean | balanced accuracy | accuracy | majority rate | s/run |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for line in lines:
+        print(line)  # noqa: T201
+    for name in names:
+        runs: dict[str, dict[str, list[float]]] = {m: {} for m in models}
+        minority: list[float] = []
+        rows = 0
+        for seed in seeds:
+            n = args.census_n if name.startswith("Census") else args.n
+            stream = make[name](n, seed)
+            rows = len(stream)
+            ys = [y for _, y in stream]
+            minority.append(min(ys.count(c) for c in set(ys)) / len(ys))
+            for m in models:
+                t = time.perf_counter()
+                v = run(m, stream, seed).values()
+                v["seconds"] = time.perf_counter() - t
+                for k in ("g_mean", "balanced_accuracy", "accuracy", "majority_rate", "seconds"):
+                    runs[m].setdefault(k, []).append(v[k])
+        base = runs["OzaBag"]
+        for m in models:
+            r = runs[m]
+            row = (f"| {name} ({rows:,} rows) | {statistics.fmean(minority):.1%} | {m} | "
+                   f"{_cell(r['g_mean'], base['g_mean'])} | "
+                   f"{_cell(r['balanced_accuracy'], base['balanced_accuracy'])} | "
+                   f"{_cell(r['accuracy'], base['accuracy'])} | "
+                   f"{statistics.fmean(r['majority_rate']):.3f} | "
+                   f"{statistics.fmean(r['seconds']):.1f} |")  # fmt: skip
+            lines.append(row)
+            print(row)  # noqa: T201
+        sys.stdout.flush()
+    if args.out:
+        body = __doc__.split("\n\n", 1)[1].split("Run from")[0] + "\n".join(lines) + "\n"
+        write_result(args.out, "Class-imbalance online bagging (OOB, UOB) vs OzaBag",
+                     "imbalance.py", argv if argv is not None else sys.argv[1:], body)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
