@@ -200,7 +200,9 @@ def test_model_metrics_200_404(client):
     assert client.get("/models/m/metrics").json()["n_scored"] == 0
     _stream(client, 40)
     m = client.get("/models/m/metrics").json()
-    assert set(m) == {"accuracy", "kappa", "window_accuracy", "n_scored"}
+    assert set(m) == {"accuracy", "kappa", "window_accuracy", "n_scored", "majority_rate",
+                      "balanced_accuracy", "g_mean", "macro_f1", "window_balanced_accuracy",
+                      "window_g_mean", "window_macro_f1", "per_class"}  # fmt: skip
     assert 0 <= m["accuracy"] <= 1 and m["n_scored"] == 39  # the first prediction is {} -> unscored
     assert client.get("/models/nope/metrics").status_code == 404
 
