@@ -564,6 +564,13 @@ def replay(
     ] = None,
     window: Annotated[int, typer.Option(min=1, help="Window of the windowed accuracy.")] = 1000,
     plot: Annotated[Path | None, typer.Option(help="Write the learning curve to this PNG.")] = None,
+    metric: Annotated[
+        str,
+        typer.Option(
+            help="What --plot's curve follows: accuracy, balanced_accuracy, g_mean or macro_f1 "
+            "(cumulative and over --window)."
+        ),
+    ] = "accuracy",
     predictions: Annotated[
         Path | None, typer.Option(help="Write every row's prediction to this JSONL file.")
     ] = None,
@@ -617,6 +624,7 @@ def replay(
             on_progress=live.update,
             save=save,
             threads=threads,
+            metric=metric,
         )
     except ReaderError as exc:
         fail(str(exc))

@@ -143,6 +143,12 @@ class RowOutcome:
     duplicate: bool = False
 
 
+# what ``--metric`` may plot: the scores of app.metrics.Prequential with a windowed twin
+CURVE_METRICS = ("accuracy", "balanced_accuracy", "g_mean", "macro_f1")
+METRIC_LABELS = {"accuracy": "accuracy", "balanced_accuracy": "balanced accuracy",
+                 "g_mean": "G-mean", "macro_f1": "macro-F1"}  # fmt: skip
+
+
 class Scoreboard:
     """Prequential metrics of a replay (:class:`app.metrics.Prequential`) and its learning curve.
 
@@ -152,10 +158,15 @@ class Scoreboard:
         Size of the windowed accuracy.
     curve_every
         Record a learning-curve point every this many examples.
+    metric
+        What the curve follows: one of :data:`CURVE_METRICS` (cumulative and over the window).
     """
 
-    def __init__(self, window: int = 1000, curve_every: int = 1) -> None:
+    def __init__(self, window: int = 1000, curve_every: int = 1, metric: str = "accuracy") -> None:
+        if metric not in CURVE_METRICS:
+            raise ReplayError(f"--metric: {metric!r} is not one of {', '.join(CURVE_METRICS)}")
         self.window = window
+        self.metric = metric
         self.curve_every = max(1, curve_every)
         self.scores = Prequential(window)
         self.n_examples = 0
@@ -178,9 +189,9 @@ class Scoreboard:
             self.curve.append(self.point())
 
     def point(self) -> tuple[int, float, float]:
-        """The learning-curve point now: (examples, accuracy, windowed accuracy)."""
+        """The learning-curve point now: (examples, the metric, the metric over the window)."""
         v = self.scores.values()
-        return self.n_examples, v["accuracy"] or 0.0, v["window_accuracy"] or 0.0
+        return self.n_examples, v[self.metric] or 0.0, v[f"window_{self.metric}"] or 0.0
 
     def values(self) -> dict[str, float | None]:
         """``accuracy``, ``kappa`` and ``window_accuracy`` (``None`` before anything was scored)."""
@@ -405,12 +416,14 @@ class ReplayReport:
     error: str | None = None
     sha1: str = ""
     curve: list[tuple[int, float, float]] = field(default_factory=list, repr=False)
+    curve_metric: str = field(default="accuracy", repr=False)
     outcomes: list[RowOutcome] | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict (without the curve and per-row outcomes)."""
         data = asdict(self)
         data.pop("curve")
+        data.pop("curve_metric")
         data.pop("outcomes")
         return data
 
@@ -438,6 +451,7 @@ def run_replay(
     stop_after: int | None = None,
     save: str | Path | None = None,
     threads: int = 1,
+    metric: str = "accuracy",
 ) -> ReplayReport:
     """Replay a file prequentially into a local model (``client=None``) or a server model.
 
@@ -481,6 +495,10 @@ def run_replay(
         Local replays only: the model's ``threads`` (online bagging learns a batch's members in
         that many threads while the next batch is read and encoded: ``predict_learn_batches``;
         the same predictions for any value).
+    metric
+        What the learning curve (``report.curve``, ``--plot``) follows: ``accuracy`` (default),
+        ``balanced_accuracy``, ``g_mean`` or ``macro_f1`` (on an imbalanced stream accuracy
+        flatters: see ``report.warning``).
 
     Returns
     -------
@@ -495,6 +513,8 @@ def run_replay(
     """
     if batch < 1:
         raise ReplayError("--batch must be >= 1")
+    if metric not in CURVE_METRICS:
+        raise ReplayError(f"--metric: {metric!r} is not one of {', '.join(CURVE_METRICS)}")
     if limit is not None and limit < 1:
         raise ReplayError("--limit must be >= 1")
     scan_started = time.perf_counter()
@@ -514,7 +534,7 @@ def run_replay(
     runner.prepare(info)
 
     total = info.n_examples
-    board = Scoreboard(window=window, curve_every=max(1, total // 500))
+    board = Scoreboard(window=window, curve_every=max(1, total // 500), metric=metric)
     report = ReplayReport(
         file=str(path),
         format=info.format,
@@ -611,6 +631,7 @@ def _finish(report: ReplayReport, board: Scoreboard, runner: Target) -> None:
     report.warning = flattery_warning(report)
     report.examples_per_s = board.n_examples / report.elapsed_s if report.elapsed_s > 0 else 0.0
     report.curve = list(board.curve)
+    report.curve_metric = board.metric
     if board.n_scored and (not report.curve or report.curve[-1][0] != board.n_examples):
         report.curve.append(board.point())
     try:
@@ -671,7 +692,8 @@ def fitted_ylim(values: list[float]) -> tuple[float, float]:
 
 
 def plot_curve(report: ReplayReport, out: str | Path) -> Path:
-    """Write the learning curve (accuracy and windowed accuracy over examples) as a PNG.
+    """Write the learning curve (the replay's ``metric``, cumulative and over the window, against
+    examples) as a PNG.
 
     Parameters
     ----------
@@ -690,14 +712,15 @@ def plot_curve(report: ReplayReport, out: str | Path) -> Path:
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
+    label = METRIC_LABELS[report.curve_metric]
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
     try:
         if report.curve:
             xs = [p[0] for p in report.curve]
-            ax.plot(xs, [p[1] for p in report.curve], label="accuracy (cumulative)")
-            ax.plot(xs, [p[2] for p in report.curve], label=f"accuracy (last {report.window})")
+            ax.plot(xs, [p[1] for p in report.curve], label=f"{label} (cumulative)")
+            ax.plot(xs, [p[2] for p in report.curve], label=f"{label} (last {report.window})")
         ax.set_xlabel("examples")
-        ax.set_ylabel("accuracy")
+        ax.set_ylabel(label)
         ax.set_ylim(*fitted_ylim([v for p in report.curve for v in p[1:3]]))
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right")

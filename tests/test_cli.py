@@ -203,6 +203,8 @@ def test_replay_local_and_server_reports_agree(server, csv_file, tmp_path):
             "--json",
             "--plot",
             plot,
+            "--metric",
+            "g_mean",
         ).stdout  # fmt: skip
     )
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

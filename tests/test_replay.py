@@ -166,6 +166,24 @@ def test_a_replay_reports_the_class_scores_and_warns_when_accuracy_flatters(refe
     assert "balanced_accuracy" in skewed.to_json() and "per_class" in skewed.to_json()
 
 
+@pytest.mark.parametrize("metric", ["balanced_accuracy", "g_mean", "macro_f1"])
+def test_the_curve_follows_the_chosen_metric(files, reference, metric, tmp_path):
+    """``metric=`` (``--metric``) makes the learning curve that score, cumulative and over the
+    window: its last point is the report's figure; the predictions are those of the default."""
+    r = local(files["csv"], metric=metric, window=50)
+    assert predictions(r) == predictions(reference)
+    assert r.curve[-1][0] == N
+    assert r.curve[-1][1] == pytest.approx(getattr(r, metric), abs=1e-12)
+    assert r.curve[-1][2] == pytest.approx(getattr(r, f"window_{metric}"), abs=1e-12)
+    assert [p[1] for p in r.curve] != [p[1] for p in reference.curve]  # not accuracy's curve
+    png = tmp_path / "curve.png"
+    from app.replay import plot_curve
+
+    assert plot_curve(r, png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ReplayError, match="--metric: 'kappa' is not one of accuracy"):
+        local(files["csv"], metric="kappa")
+
+
 def test_the_same_stream_in_every_format_replays_identically(files, reference):
     for fmt in ("jsonl", "arff"):
         other = local(files[fmt])
