@@ -11,7 +11,9 @@ OzaBag(HT, 10) (``OnlineBagging(HoeffdingTree(), n_models=10, seed=1)``), ``--n`
 Loops: Chorus one example per call (``predict_one`` then ``learn_one``, river's loop), Chorus
 batched (``predict_learn_many`` on blocks of 1,000), and river 0.26's
 ``ensemble.BaggingClassifier(tree.HoeffdingTreeClassifier(), n_models=10, seed=1)`` one example
-per call, stopped after ``--river-budget`` seconds. Rates are cumulative at every ``--every``
+per call, and MOA's ``OzaBag`` of ``HoeffdingTree`` (10, through capymoa; ``user``'s values
+declared in the stream's header up front, as MOA needs) one example per call, each stopped
+after ``--river-budget`` seconds (MOA also when its heap runs out, as on ``new``). Rates are cumulative at every ``--every``
 examples (a per-example path whose cost grows with the values known shows as a falling rate),
 by the wall clock or, with ``--clock cpu``, the CPU time of the loop's thread (steadier on a
 shared machine).
@@ -19,8 +21,8 @@ A throwaway model first learns 200 examples, so loading the numba cache is not b
 Before issue 43 the schema rebuilt an array of every known code each time a code was added, so
 the ``new`` stream's per-example rate fell as the values grew (batches rebuilt it once a block).
 
-    nice -n 10 python benchmarks/new_values.py                      # ~1-2 minutes
-    python benchmarks/new_values.py --skip river --n 10000          # quick look
+    CAPYMOA_JVM_ARGS="-Xmx2g -Xss10M" python benchmarks/new_values.py --mem-gb 12   # ~3 min
+    python benchmarks/new_values.py --skip river,moa --n 10000      # quick look
 """
 
 from __future__ import annotations
@@ -93,13 +95,43 @@ def batched(model: Any, rows: list, every: int, budget: float) -> Iterator[tuple
             yield done, done / t_run, correct / done
 
 
+def moa(rows: list, every: int, budget: float) -> Iterator[tuple]:
+    """MOA's OzaBag(HT, 10) through capymoa, predict then train, one example per call.
+
+    MOA reads a nominal attribute's values from the stream's header, so ``user``'s values are
+    declared up front (all of them: MOA cannot take a value it was not told of, which is the
+    point of this stream); the Java instances are built before the timed loop.
+    """
+    import capymoa  # noqa: F401 - starts the JVM, untimed
+
+    schema, instances = peers.moa_instances(rows, ["user"] if "user" in rows[0][0] else [])
+    model = peers.moa_factories(schema, 10, 1, peers.DELTA)["bag_ht"]()
+    correct, t_run = 0, 0.0
+    for i, (inst, y) in enumerate(instances, 1):
+        t0 = clock()
+        try:
+            correct += model.predict(inst) == y
+            model.train(inst)
+        except Exception as exc:  # noqa: BLE001 - MOA's heap runs out on the `new` stream
+            if i > 1:
+                yield i - 1, (i - 1) / t_run, correct / (i - 1), f"stopped: {exc}"[:80]
+            return
+        t_run += clock() - t0
+        if i % every == 0 or i == len(instances) or t_run > budget:
+            yield i, i / t_run, correct / i
+        if t_run > budget:
+            return
+
+
 LOOPS: dict[str, tuple[Callable[[], Any], Callable]] = {
     "chorus": (chorus, one_per_call),
     "batch": (chorus, batched),
     "river": (river, one_per_call),
+    "moa": (lambda: None, lambda _model, rows, every, budget: moa(rows, every, budget)),
 }
 LABEL = {"chorus": "Chorus, one per call", "batch": "Chorus, blocks of 1,000",
-         "river": "river, one per call"}  # fmt: skip
+         "river": "river, one per call",
+         "moa": "MOA (capymoa), one per call, values in the header"}  # fmt: skip
 
 
 def main() -> None:
@@ -107,9 +139,9 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20_000, help="examples per stream (20000)")
     ap.add_argument("--every", type=int, default=5_000, help="report every N examples (5000)")
     ap.add_argument("--streams", default=",".join(STREAMS), help="comma list of new,100,none")
-    ap.add_argument("--skip", default="", help="comma list of chorus,batch,river")
+    ap.add_argument("--skip", default="", help="comma list of chorus,batch,river,moa")
     ap.add_argument("--river-budget", type=float, default=30.0,
-                    help="seconds of timed loop river may run per stream (30)")  # fmt: skip
+                    help="seconds of timed loop river or MOA may run per stream (30)")  # fmt: skip
     ap.add_argument("--clock", choices=list(CLOCKS), default="wall", help="wall or cpu (wall)")
     ap.add_argument("--mem-gb", type=float, default=4.0, help="address-space limit (4)")
     ap.add_argument("--out", default="", help="also write the table (markdown) here")
@@ -130,15 +162,16 @@ def main() -> None:
         if name in skip:
             continue
         warm = make()  # (loads the kernels from numba's cache, untimed)
-        for x, y in (row(i, "new") for i in range(200)):
+        for x, y in (row(i, "new") for i in range(200)) if warm is not None else ():
             warm.predict_one(x)
             warm.learn_one(x, y)
-        budget = args.river_budget if name == "river" else float("inf")
+        budget = args.river_budget if name in ("river", "moa") else float("inf")
         for stream in args.streams.split(","):
             rows = [row(i, stream) for i in range(args.n)]
             print(f"{name} / {stream} ...", file=sys.stderr, flush=True)
-            for done, rate, acc in loop(make(), rows, args.every, budget):
+            for done, rate, acc, *why in loop(make(), rows, args.every, budget):
                 stop = f" (stopped: {budget:.0f} s budget)" if done % args.every else ""
+                stop = f" ({why[0]})" if why else stop
                 lines.append(f"| {LABEL[name]} | {stream} | {done:,}{stop} | {rate:,.0f} | "
                              f"{acc:.3f} |")  # fmt: skip
     text = "\n".join(lines) + "\n"
