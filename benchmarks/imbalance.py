@@ -22,7 +22,7 @@ OzaBag on the same column (p < 0.05): ``▲`` significantly above, ``▼`` below
 Run from the repository root::
 
     python benchmarks/imbalance.py                          # the generators, 20,000 rows, 5 seeds
-    python benchmarks/imbalance.py --data-dir ../shared/datasets/raw --census-n 50000 --river
+    python benchmarks/imbalance.py --data-dir ../shared/datasets/raw --census-n 50000 --river --moa
     python benchmarks/imbalance.py --n 5000 --seeds 1,2 --streams "SEA 1%" --decays 0.99
 
 This is a benchmark, not a test: it prints numbers and asserts nothing.
@@ -100,12 +100,16 @@ def _imbalanced(build: Callable[[int], Any], share: float, *,
     return make
 
 
-def _census(data_dir: str) -> Callable[[int, int], Stream]:
+def _uci(data_dir: str, name: str, rare: str | None = None) -> Callable[[int, int], Stream]:
+    """A UCI file shuffled per seed; with ``rare``, binary: that class against the rest
+    (``"rest"``), the rare-class detection task (nursery's ``very_recom``, connect-4's ``draw``)."""
+
     def make(n: int, seed: int) -> Stream:
         import datasets as uci
 
-        ds = uci.load("census", data_dir)
-        rows = list(zip(ds.X, ds.y, strict=True))
+        ds = uci.load(name, data_dir)
+        ys = ds.y if rare is None else [y if y == rare else "rest" for y in ds.y]
+        rows = list(zip(ds.X, ys, strict=True))
         random.Random(seed).shuffle(rows)
         return rows[:n]
 
@@ -131,8 +135,14 @@ def streams(data_dir: str) -> dict[str, Callable[[int, int], Stream]]:
         "SEA 0->3 abrupt 3%": _imbalanced(sea(0), 0.03, then=sea(3)),
         "Agrawal f2->f5 abrupt 5%": _imbalanced(agrawal(2), 0.05, then=agrawal(5)),
     }
-    if data_dir and (Path(data_dir) / "census-income-kdd").is_dir():
-        out["Census-Income KDD 6.2%"] = _census(data_dir)
+    uci = {
+        "Census-Income KDD 6.2%": ("census-income-kdd", "census", None),
+        "Nursery very_recom 2.5%": ("nursery", "nursery", "very_recom"),
+        "Connect-4 draw 9.5%": ("connect-4", "connect4", "draw"),
+    }
+    for label, (folder, name, rare) in uci.items():
+        if data_dir and (Path(data_dir) / folder).is_dir():
+            out[label] = _uci(data_dir, name, rare)
     return out
 
 
@@ -159,9 +169,50 @@ def river_model(name: str, seed: int, classes: list) -> Any:
     return cls(bag, desired_dist=dist, seed=seed)
 
 
+def moa_specs(n_models: int = 10) -> dict[str, tuple[str, str]]:
+    """MOA's class-imbalance meta-learners (Wang & Pineau 2016, as MOA's jar ships them) with
+    every option spelled out: MOA's defaults but the base learner, there ARF, here the same
+    Hoeffding tree as MOA's OzaBag in peers.py; their ADWIN drift detection on (MOA's default)."""
+    import peers
+
+    tree = peers.moa_cli(peers.DELTA)
+    pkg = "moa.classifiers.meta.imbalanced."
+    return {
+        "MOA OnlineUnderOverBagging": (pkg + "OnlineUnderOverBagging",
+                                       f"-l ({tree}) -s {n_models} -i 2"),
+        "MOA OnlineSMOTEBagging": (pkg + "OnlineSMOTEBagging", f"-l ({tree}) -s {n_models} -i 1"),
+        "MOA OnlineRUSBoost": (pkg + "OnlineRUSBoost",
+                               f"-l ({tree}) -s {n_models} -i 3 -a (Fixed class ration)"),
+    }  # fmt: skip
+
+
+def run_moa(name: str, stream: Stream, seed: int) -> Prequential:
+    """MOA's meta-learner ``name``, predict then train one instance at a time. MOA's learners
+    treat class index 1 as the positive (minority) one: the labels are ordered so that it is
+    the rarest class of the stream."""
+    import jpype
+    import peers
+    from capymoa.base import MOAClassifier
+
+    ys = [y for _, y in stream]
+    labels = sorted(set(ys), key=lambda c: (-ys.count(c), repr(c)))  # majority first
+    schema, rows = peers.moa_instances(stream, peers.categorical_features(stream), labels=labels)
+    cls_name, cli = moa_specs()[name]
+    model = MOAClassifier(jpype.JClass(cls_name), schema=schema, CLI=cli, random_seed=seed)
+    scores = Prequential(window=1000)
+    for inst, y in rows:
+        p = model.predict(inst)
+        if p is not None:
+            scores.update(labels[y], labels[int(p)])
+        model.train(inst)
+    return scores
+
+
 def run(name: str, stream: Stream, seed: int) -> Prequential:
     """Prequential scores of model ``name`` over ``stream``."""
     scores = Prequential(window=1000)
+    if name.startswith("MOA"):
+        return run_moa(name, stream, seed)
     if not name.startswith("river"):
         model = chorus_model(name, seed)
         for i in range(0, len(stream), 1000):
@@ -193,6 +244,28 @@ def _cell(values: list[float], base: list[float] | None) -> str:
     return f"{statistics.fmean(values):.3f} ± {sd:.3f}{mark}"
 
 
+def best_against_peers(all_runs: dict[str, dict[str, dict[str, list[float]]]],
+                       ours: list[str], peer_models: tuple[str, ...]) -> list[str]:  # fmt: skip
+    """Per stream and score: Chorus' best imbalance model against the best peer (by mean),
+    with Welch's p; the goal is "not significantly below the best peer" on every stream."""
+    out = ["Chorus' best imbalance option against the best peer, per stream (mean over the seeds, "
+           "Welch's two-sided p):", "",
+           "| stream | score | Chorus' best | peers' best | p | verdict |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for stream, runs in all_runs.items():
+        for score in ("g_mean", "balanced_accuracy"):
+            ranked = [(statistics.fmean(runs[m][score]), m) for m in ours if runs[m]]
+            peers_ = [(statistics.fmean(runs[m][score]), m) for m in peer_models if runs[m]]
+            if not ranked or not peers_:
+                continue
+            (a, ma), (b, mb) = max(ranked), max(peers_)
+            p = welch(runs[ma][score], runs[mb][score])
+            verdict = "below" if p < 0.05 and a < b else ("above" if p < 0.05 else "within noise")
+            out.append(
+                f"| {stream} | {score} | {ma} {a:.3f} | {mb} {b:.3f} | {p:.3f} | {verdict} |"
+            )
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=20_000, help="rows per generated stream")
@@ -201,6 +274,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data-dir", default="", help="the UCI files (census-income-kdd/)")
     ap.add_argument("--streams", default="", help="';'-separated names (default: all)")
     ap.add_argument("--river", action="store_true", help="also river's samplers around bagging")
+    ap.add_argument("--moa", action="store_true", help="also MOA's imbalance meta-learners "
+                    "(binary streams; needs capymoa, CAPYMOA_JVM_ARGS='-Xmx2g')")  # fmt: skip
     ap.add_argument("--decays", default="", help="also OOB and UOB with these ','-separated "
                     "imbalance_decay values")  # fmt: skip
     ap.add_argument("--out", default="", help="also write the table to this markdown file")
@@ -209,13 +284,18 @@ def main(argv: list[str] | None = None) -> None:
     make = streams(args.data_dir)
     names = args.streams.split(";") if args.streams else list(make)
     more = [f"{m}({d})" for d in args.decays.split(",") if d for m in ("OOB", "UOB")]
-    models = (*CHORUS, *more, *(RIVER if args.river else ()))
+    peer_models = (*(RIVER if args.river else ()), *(moa_specs() if args.moa else ()))
+    models = (*CHORUS, *more, *peer_models)
+    if args.moa:
+        import capymoa  # noqa: F401 - starts the JVM once, before any timing
     lines = ["| stream | minority | model | G-mean | balanced accuracy | accuracy | majority rate | s/run |",
              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for line in lines:
         print(line)  # noqa: T201
+    all_runs: dict[str, dict[str, dict[str, list[float]]]] = {}
     for name in names:
         runs: dict[str, dict[str, list[float]]] = {m: {} for m in models}
+        all_runs[name] = runs
         minority: list[float] = []
         rows = 0
         for seed in seeds:
@@ -224,7 +304,10 @@ def main(argv: list[str] | None = None) -> None:
             rows = len(stream)
             ys = [y for _, y in stream]
             minority.append(min(ys.count(c) for c in set(ys)) / len(ys))
+            binary = len(set(ys)) == 2
             for m in models:
+                if m.startswith("MOA") and not binary:
+                    continue  # (MOA's take one positive class)
                 t = time.perf_counter()
                 v = run(m, stream, seed).values()
                 v["seconds"] = time.perf_counter() - t
@@ -233,6 +316,8 @@ def main(argv: list[str] | None = None) -> None:
         base = runs["OzaBag"]
         for m in models:
             r = runs[m]
+            if not r:
+                continue
             row = (f"| {name} ({rows:,} rows) | {statistics.fmean(minority):.1%} | {m} | "
                    f"{_cell(r['g_mean'], base['g_mean'])} | "
                    f"{_cell(r['balanced_accuracy'], base['balanced_accuracy'])} | "
@@ -242,6 +327,8 @@ def main(argv: list[str] | None = None) -> None:
             lines.append(row)
             print(row)  # noqa: T201
         sys.stdout.flush()
+    if peer_models:
+        lines += ["", *best_against_peers(all_runs, [*CHORUS[1:], *more], peer_models)]
     if args.out:
         body = __doc__.split("\n\n", 1)[1].split("Run from")[0] + "\n".join(lines) + "\n"
         write_result(args.out, "Class-imbalance online bagging (OOB, UOB) vs OzaBag",

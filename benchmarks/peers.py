@@ -460,9 +460,11 @@ def moa_factories(
 
 
 def moa_instances(
-    stream: Stream, categorical: Sequence[str] = ()
+    stream: Stream, categorical: Sequence[str] = (), labels: Sequence[Any] | None = None
 ) -> tuple[Any, list[tuple[Any, int]]]:
     """The same rows as capymoa labelled instances, Java objects built up front.
+
+    ``labels``: the classes in MOA's index order (default: sorted by their text).
 
     Features named in ``categorical`` become MOA nominal attributes (values as strings, in
     order of first appearance); the others are numeric. A missing key is a missing value (NaN).
@@ -472,7 +474,7 @@ def moa_instances(
     from capymoa.stream import Schema
 
     features = list(dict.fromkeys(f for x, _ in stream for f in x))
-    labels = sorted({y for _, y in stream}, key=str)
+    labels = list(labels) if labels is not None else sorted({y for _, y in stream}, key=str)
     index = {y: i for i, y in enumerate(labels)}
     values: dict[str, dict[str, int]] = {f: {} for f in categorical}
     for x, _ in stream:
