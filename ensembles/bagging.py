@@ -13,6 +13,7 @@ from . import _adaptive, _kernels, adaptive
 from ._rng import poisson
 from ._voting import VotingEnsemble
 from .base import resample_counts
+from .explain import NotExplainable, VoteRule
 
 _PRIME_TAG = 1 << 62
 
@@ -257,6 +258,26 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
                                                         sizes["imbalance.class_sizes"].tolist(),
                                                         strict=True))}  # fmt: skip
         return out
+
+    def _vote_rule(self) -> VoteRule:
+        """The vote as ``_kernels.bagging_predict`` / ``_adaptive.adaptive_predict`` make it
+        (``ensembles.explain``)."""
+        if self.output_codes:
+            raise NotExplainable("a model with output_codes votes with its members' bits, not "
+                                 "their class probabilities: no explanation")  # fmt: skip
+        M = self.n_models
+        if self.vote == "weighted":
+            self._settled()
+            st: Any = self._float_state
+            ok, n = st.win_ok.tolist(), st.win_n.tolist()
+            return VoteRule("weighted", [(ok[m] + 1.0) / (n[m] + 2.0) for m in range(M)],
+                            "each member's accuracy over the last `window` examples, "
+                            "(correct + 1) / (counted + 2)")  # fmt: skip
+        if self.vote == "majority":
+            return VoteRule("majority", [1.0] * M,
+                            "equal: one vote per member for its top class", majority=True)  # fmt: skip
+        return VoteRule("average", [1.0] * M, "equal: the mean of the members' probabilities",
+                        meta=self._vote_meta())  # fmt: skip
 
     # slow path: the same algorithm over Python member objects
     def _py_predict(self, x: Features) -> dict:
