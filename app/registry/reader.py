@@ -24,32 +24,21 @@ from app.registry.loaded import LoadedModels
 log = logging.getLogger("chorus.registry")
 
 
-def _predict(model: Any, X: list[dict[str, Any]]) -> tuple[list[dict], list[list[str]]]:
-    """The engine's probabilities for each row of ``X`` and the features of each it ignores
-    (unknown to the model); an error names its row (``learners.at_row``). Run by
+def _predict(
+    model: Any, X: list[dict[str, Any]], explain: bool = False
+) -> tuple[list[dict], list[list[str]]]:
+    """The engine's probabilities for each row of ``X`` (``explain``: each row's explanation,
+    ``predict_explain_one``, whose probabilities are the prediction's) and the features of each
+    it ignores (unknown to the model); an error names its row (``learners.at_row``). Run by
     :func:`~app.registry.common.off_loop`."""
     _, learners = engine()
-    probas = []
-    for r, x in enumerate(X):
-        try:
-            probas.append(model.predict_proba_one(x))
-        except ValueError as exc:
-            learners.at_row(exc, r)
-            raise
-    knows = model.knows_feature
-    return probas, [[f for f in x if knows(f) is False] for x in X]
-
-
-def _explain(model: Any, X: list[dict[str, Any]]) -> tuple[list[dict], list[list[str]]]:
-    """``_predict`` with each row's explanation (``predict_explain_one``: its probabilities
-    are the prediction's) instead of its probabilities alone."""
-    _, learners = engine()
+    run = model.predict_explain_one if explain else model.predict_proba_one
     out = []
     for r, x in enumerate(X):
         try:
-            out.append(model.predict_explain_one(x))
+            out.append(run(x))
         except ValueError as exc:
-            if getattr(exc, "field", None) != "explain":
+            if getattr(exc, "field", None) != "explain":  # (about the model, not the row)
                 learners.at_row(exc, r)
             raise
     knows = model.knows_feature
@@ -131,11 +120,10 @@ class ModelReader:
         explanations: list[dict] | None = None
         try:
             try:
+                probas, ignored = await off_loop(h, n_values(X), _predict, h.model, X, explain)
                 if explain:
-                    explanations, ignored = await off_loop(h, n_values(X), _explain, h.model, X)
+                    explanations = probas
                     probas = [e["probabilities"] for e in explanations]
-                else:
-                    probas, ignored = await off_loop(h, n_values(X), _predict, h.model, X)
             except learners.FeatureTypeError as exc:
                 f = exc.feature
                 v = X[0].get(f)
