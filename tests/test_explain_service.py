@@ -141,3 +141,20 @@ def test_replay_importance_prints_the_top_features(tmp_path):
     assert "top features" in result.output and "x" in result.output
     result = CliRunner().invoke(app, [*args, "--json"])
     assert json.loads(result.output)["importance"]["features"]["x"]["splits"] >= 1
+
+
+def test_calendar_because_line(client):
+    from examples.calendar_assistant.chorus_api import because
+
+    client.post("/models", json=SPEC)
+    _learn(client)
+    answer = client.post("/predict?explain=true",
+                         json={"model": "m", "features": {"x": 5.0, "color": "red"}})  # fmt: skip
+    e = answer.json()["explanation"]
+    text = because(e)
+    assert text is not None and text.startswith("because ")
+    assert f"({len(e['agreeing'])} of 3 models agree)" in text
+    assert "x >" in text or "x ≤" in text or "color is" in text
+    assert because(None) is None and because({"prediction": None}) is None
+    one = {**e, "members": e["members"][:1], "agreeing": e["agreeing"][:1]}
+    assert "models agree" not in because(one)
