@@ -203,3 +203,16 @@ def test_feature_importance_counts_the_splits():
     assert decayed <= imp["features"]["a"]["depth_weighted"]
     with pytest.raises(ValueError, match="decay"):
         model.feature_importance(decay=0.0)
+
+
+def test_a_stump_says_its_split_and_the_side_taken():
+    model = ensembles.OnlineBoosting(learners.DecisionStump(), n_models=2, seed=1)
+    for i in range(200):
+        model.learn_one({"a": float(i % 10), "c": "uv"[i % 2]}, "p" if i % 10 >= 5 else "q")
+    e = model.predict_explain_one({"a": 8.0, "c": "u"})
+    leaf = e["members"][0]["tree"]["leaf"]
+    assert leaf["prediction"] == "stump" and leaf["stump"]["feature"] == "a"
+    assert leaf["stump"]["branch"] == ("yes" if 8.0 <= leaf["stump"]["threshold"] else "no")
+    assert e["members"][0]["tree"]["leaf"]["stump"]["value"] == 8.0
+    no_value = model.predict_explain_one({"c": "u"})["members"][0]["tree"]["leaf"]["stump"]
+    assert no_value["value"] is None and no_value["branch"] is None

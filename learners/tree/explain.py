@@ -1,13 +1,15 @@
 """Why a member predicts what it does, and which features its splits use, read from a bank's
-arrays in Python (no kernel: nothing here is compiled, so explaining a prediction costs no
-compilation and a plain prediction none at all).
+arrays in Python (nothing here is compiled, so explaining a prediction costs no compilation and
+a plain prediction nothing at all; a decision stump's split is its own kernel's,
+``predict.stump_split``).
 
 * :func:`member_path`: an example's walk from the root to its leaf as ``routing.sort_to_leaf``
   takes it when predicting (without growing a branch), each split's test, the branch taken and
   the example's value; where ``predict.tree_proba`` answers from (the leaf, or the deepest node
   with weight when the walk stops at a split or at an empty leaf), that node's class weights and
   which predictor it uses (``predict.leaf_proba``: majority class, naive Bayes, naive Bayes
-  adaptive's choice, or a decision stump's split).
+  adaptive's choice, or a decision stump's split, ``"stump"``: its feature, test and the
+  example's side).
 * :func:`member_splits`: the split nodes of a member's tree (feature, depth, and the class
   weight the node held when it split: a split node learns no more, so its weights are those of
   the moment it split).
@@ -23,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from learners.jit import kernel
+
 from .layout import (
     CATEGORICAL_SPLIT,
     LEAF,
@@ -33,6 +37,7 @@ from .layout import (
     PRED_NBA,
     PRED_STUMP,
 )
+from .predict import stump_split
 
 # the answer's "prediction" field: which predictor a leaf uses (``predict.leaf_proba``)
 MODES = {PRED_MC: "majority", PRED_NB: "naive_bayes", PRED_NBA: "naive_bayes_adaptive",
@@ -148,10 +153,11 @@ def member_path(bank: Any, m: int, xn: np.ndarray, xc: np.ndarray, n_classes: in
         if nxt < 0:
             break
         node = nxt
-    return {"path": steps, "leaf": _leaf(bank, m, node, last, n_classes)}
+    return {"path": steps, "leaf": _leaf(bank, m, node, last, xn, xc, n_classes)}
 
 
-def _leaf(bank: Any, m: int, node: int, last: int, n_classes: int) -> dict:
+def _leaf(bank: Any, m: int, node: int, last: int, xn: np.ndarray, xc: np.ndarray,
+          n_classes: int) -> dict:  # fmt: skip
     """Where ``tree_proba`` answers from, and with which predictor (``predict.leaf_proba``)."""
     T, P = bank.T, bank.params
     at = node
@@ -178,9 +184,33 @@ def _leaf(bank: Any, m: int, node: int, last: int, n_classes: int) -> dict:
                 mode = "majority"
             if not enough:
                 out["rule"] = f"leaf weight below nb_threshold {P.nb_threshold!r}: majority"
+    if mode == "stump":
+        out["stump"] = _stump(bank, m, node, xn, xc, n_classes)
     out.update(node=at, depth=int(T.depth[m, at]), prediction=mode,
                class_weights=dict(_weights(T, m, at, n_classes)))  # fmt: skip
     return out
+
+
+def _stump(bank: Any, m: int, node: int, xn: np.ndarray, xc: np.ndarray, n_classes: int) -> dict:
+    """The split a decision stump predicts with (its kernel's, ``predict.stump_split``) and the
+    example's side of it (``predict.stump_apply``): the class weights of that side, else the
+    node's."""
+    schema = bank.schema
+    B = bank.view()
+    kind, a, thr = kernel(stump_split)(B, B, m, node, n_classes, schema.code_attr_array)
+    kind, a, thr = int(kind), int(a), float(thr)
+    if kind == NUMERIC_SPLIT:
+        v = float(xn[a]) if a < xn.shape[0] else math.nan
+        missing = math.isnan(v)
+        return {"feature": schema.num_names[a], "kind": "numeric", "test": f"<= {thr!r}",
+                "threshold": thr, "value": None if missing else v,
+                "branch": None if missing else ("yes" if v <= thr else "no")}  # fmt: skip
+    if kind == CATEGORICAL_SPLIT:
+        code = int(xc[a]) if a < xc.shape[0] else -1
+        value = _value_name(schema, code) if code >= 0 else None
+        return {"feature": schema.cat_names[a], "kind": "categorical", "value": value,
+                "test": "== value", "branch": value}  # fmt: skip
+    return {"feature": None, "why": "no split is better than none: the class distribution"}
 
 
 def member_splits(bank: Any, m: int) -> list[tuple[str, str, int, float]]:
