@@ -8,6 +8,8 @@ import json
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from app.client import ChorusClient, ValidationFailed
 from app.main import create_app
@@ -158,3 +160,46 @@ def test_calendar_because_line(client):
     assert because(None) is None and because({"prediction": None}) is None
     one = {**e, "members": e["members"][:1], "agreeing": e["agreeing"][:1]}
     assert "models agree" not in because(one)
+
+
+HOSTILE = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([1e308, -1e308, 5e-324, 0.0, -0.0]),
+    st.text(max_size=30),
+    st.booleans(),
+    st.none(),
+    st.integers(-(2**70), 2**70),
+)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    settings = Settings(data_dir=tmp_path_factory.mktemp("hostile"), snapshot_interval=3600)
+    with TestClient(create_app(settings)) as c:
+        c.post("/models", json={**SPEC, "ensemble": "arf", "n_models": 2})
+        _learn(c, 150)
+        yield c
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(features=st.dictionaries(st.sampled_from(["x", "color", "new", "explain", ""]), HOSTILE,
+                                max_size=4),
+       flag=st.sampled_from(["true", "1", "TRUE", "false", "nope", "", "\u00e9"]))  # fmt: skip
+def test_hostile_features_explain_200_or_422(trained, features, flag):
+    """Whatever the features and the flag: a 200 whose explanation gives its probabilities back,
+    or a 422 naming a field; never a 500."""
+    r = trained.post(f"/predict?explain={flag}",
+                     content=json.dumps({"model": "m", "features": features}),
+                     headers={"content-type": "application/json"})  # fmt: skip
+    assert r.status_code in (200, 422), r.text
+    if r.status_code == 422:
+        assert isinstance(r.json()["detail"], str | list)
+        return
+    body = r.json()
+    if flag.lower() in ("true", "1"):
+        assert recompute(body["explanation"]) == body["probabilities"]
+    q = {k: ("" if v is None else str(v)) for k, v in features.items() if k not in ("model",)}
+    g = trained.get("/predict", params={"model": "m", **q, "explain": "true"})
+    assert g.status_code in (200, 422), g.text
