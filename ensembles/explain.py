@@ -24,6 +24,7 @@ member's path (measured in docs/engine-api.md, "Explanations").
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, NamedTuple
 
@@ -35,8 +36,9 @@ from learners.jit import kernel
 
 
 class NotExplainable(ValueError):
-    """The model cannot explain its predictions (the message says why); ``field`` is the
-    request's ``explain`` (the service answers 422 naming it)."""
+    """What was asked cannot be explained for this model (the message says why: feature
+    importance of members that are not native trees); ``field`` says so to the service, which
+    answers 422."""
 
     field = "explain"
 
@@ -53,7 +55,9 @@ class VoteRule(NamedTuple):
     meta-learner's weights at the classes known ([C, M C + 1]), whose softmax then is the
     answer."""
 
-    name: str  # "average", "majority", "weighted", "boosting", "forest", "single", "stacking"
+    # "average", "majority", "weighted", "boosting", "forest", "single", "output_codes"
+    # (``stacking`` when ``meta`` decides)
+    name: str
     weights: list[float]
     what: str  # what the weights are, in words
     majority: bool = False
@@ -61,6 +65,10 @@ class VoteRule(NamedTuple):
     by_mass: bool = False
     first_alone: bool = False
     meta: tuple[np.ndarray, int] | None = None
+    # output codes (leveraging bagging's): member m's bit of each class, in class order; its
+    # members predict bits, and class c gets weight * P(its bit) (``majority``: weight if its
+    # bit is the member's top bit), the classes then normalised by their sum
+    codes: list[list[int]] | None = None
 
 
 # ------------------------------------------------------------------------------ explanation
@@ -71,7 +79,8 @@ def explain_one(model: Any, x: dict) -> dict:
     rule = model._vote_rule()
     classes = list(model.classes)
     if be.native:
-        members = _native_members(be.bank, x, model._member_trees(), classes)
+        members = _native_members(be.bank, x, model._member_trees(), classes,
+                                  bits=rule.codes is not None)  # fmt: skip
     else:
         top = model._top_class
         members = []
@@ -103,10 +112,32 @@ def explain_one(model: Any, x: dict) -> dict:
     if rule.meta is not None:
         out["vote"]["rule"] = "stacking"
         out["meta_learner"] = _meta_view(rule.meta, len(members), classes)
+    if rule.codes is not None:
+        _decode_members(members, rule.codes, classes, prediction)
     for d in members:
-        d["agrees"] = prediction is not None and d["top"] == prediction
+        if rule.codes is None:
+            d["agrees"] = prediction is not None and d["top"] == prediction
     out["agreeing"] = [d["member"] for d in members if d["agrees"]]
     return out
+
+
+def _decode_members(members: list[dict], codes: list[list[int]], classes: list,
+                    prediction: Any) -> None:  # fmt: skip
+    """Output-code members (``VoteRule.codes``): each predicts a bit; ``bit_1`` is its
+    probability of bit 1 (what the vote reads), ``codes`` its bit of each class (in class
+    order), ``probabilities`` what it gives each class (P(the class' bit)), ``top`` its top bit,
+    and it agrees when the prediction's bit is its top bit."""
+    at = {c: i for i, c in enumerate(classes)}
+    for d, bits in zip(members, codes, strict=True):
+        p_bits = d.pop("probabilities")  # {bit: p}, sparse
+        p1 = p_bits.get(1, 0.0)
+        d["bit_1"] = p1
+        d["codes"] = bits
+        d["probabilities"] = ({c: (p1 if b == 1 else 1.0 - p1) for c, b in zip(classes, bits,
+                                                                           strict=True)}
+                              if p_bits else {})  # fmt: skip
+        d["agrees"] = (prediction is not None and d["top"] is not None
+                       and bits[at[prediction]] == d["top"])  # fmt: skip
 
 
 def _argmax(p: dict, classes: list) -> Any:
@@ -120,12 +151,16 @@ def _argmax(p: dict, classes: list) -> Any:
     return max(p, key=lambda k: p[k])
 
 
-def _native_members(bank: Any, x: dict, trees: list[int], classes: list) -> list[dict]:
+def _native_members(bank: Any, x: dict, trees: list[int], classes: list, *,
+                    bits: bool = False) -> list[dict]:  # fmt: skip
     """Each member's probabilities (``tree_proba``, the kernel that predicts; member m's tree
-    is ``trees[m]`` of the bank) and its tree's path and leaf (``member_path``)."""
+    is ``trees[m]`` of the bank) and its tree's path and leaf (``member_path``); with ``bits``
+    (output codes) over the two bits its tree learns, keyed 0 and 1."""
     s = bank.schema
     xn, xc, _, _ = s.encode_rows([x], grow=False)
-    n = s.n_classes
+    n = 2 if bits else s.n_classes
+    if bits:
+        classes = [0, 1]
     C = max(n, 2)
     pk = np.empty(C, np.int64)
     pv = np.empty(2 * C)
@@ -172,12 +207,14 @@ def recompute(explanation: dict) -> dict:
     combined by its vote rule, as the ensemble's kernel combines them (module doc: bit for bit;
     the stacked vote within 1e-12)."""
     classes = explanation["classes"]
-    at = {c: i for i, c in enumerate(classes)}
     vote = explanation["vote"]
     members = explanation["members"]
     meta = explanation.get("meta_learner")
     if meta is not None:
         return _softmax_vote(meta, members, classes)
+    if vote["rule"] == "output_codes":
+        return _codes_vote(vote, members, classes)
+    at = _positions(classes)
     n = len(classes)
     out = [0.0] * n
     total = 0.0
@@ -212,6 +249,39 @@ def recompute(explanation: dict) -> dict:
     return _as_dict(out, classes)
 
 
+def _positions(classes: list) -> dict:
+    """Class -> its position, also under the names JSON gives a label as a key (``"1"``,
+    ``"true"``), so that an explanation read back from the service recomputes too."""
+    at: dict = {}
+    for i, c in enumerate(classes):
+        at.update({str(c): i, json.dumps(c): i})
+    for i, c in enumerate(classes):
+        at[c] = i
+    return at
+
+
+def _codes_vote(vote: dict, members: list[dict], classes: list) -> dict:
+    """``_adaptive.codes_predict``: class c gets each member's weight times its probability of
+    c's bit (majority: its weight when c's bit is its top bit); normalised by the sum."""
+    n = len(classes)
+    out = [0.0] * n
+    for d in members:
+        if d["top"] is None:
+            continue
+        wt, p1 = d["weight"], d["bit_1"]
+        for c, bit in enumerate(d["codes"][:n]):
+            if vote["majority"]:
+                out[c] += wt if bit == d["top"] else 0.0
+            else:
+                out[c] += wt * (p1 if bit == 1 else 1.0 - p1)
+    total = 0.0
+    for v in out:
+        total += v
+    if total > 0.0:
+        out = [v / total for v in out]
+    return _as_dict(out, classes)
+
+
 def _as_dict(vals: list[float], classes: list) -> dict:
     """A dense row as the bank answers it (``Schema.proba_dict``)."""
     total = sum(vals)
@@ -222,20 +292,28 @@ def _as_dict(vals: list[float], classes: list) -> dict:
     return dict(zip(classes, vals, strict=True))
 
 
+def _get(d: dict, label: Any, default: Any = None) -> Any:
+    """``d[label]``, or under the key JSON made of it (``"1"``, ``"true"``); else ``default``."""
+    for key in (label, str(label), json.dumps(label)):
+        if key in d:
+            return d[key]
+    return default
+
+
 def _softmax_vote(meta: dict, members: list[dict], classes: list) -> dict:
     """``_stacking.meta_proba`` over the members' probabilities (0 for a class not given)."""
     out = []
     top = -math.inf
     for co in classes:
-        b = meta["bias"][co]
+        b = _get(meta["bias"], co)
         z = -math.inf if b is None else b
         if z != -math.inf:
             for m, d in enumerate(members):
-                wm = meta["weights"][m][co]
+                wm = _get(meta["weights"][m], co)
                 for ci in classes:
-                    v = d["probabilities"].get(ci, 0.0)
+                    v = _get(d["probabilities"], ci, 0.0)
                     if v != 0.0:
-                        z += wm[ci] * v
+                        z += _get(wm, ci) * v
         out.append(z)
         if z > top:
             top = z
