@@ -201,3 +201,19 @@ def test_hostile_features_explain_200_or_422(trained, features, flag):
     q = {k: ("" if v is None else str(v)) for k, v in features.items() if k not in ("model",)}
     g = trained.get("/predict", params={"model": "m", **q, "explain": "true"})
     assert g.status_code in (200, 422), g.text
+
+
+def test_integer_and_boolean_labels_recompute_from_json(client):
+    for name, labels in (("ints", (1, 0)), ("bools", (True, False))):
+        spec = {**SPEC, "name": name, "ensemble": "bagging", "params": {"vote": "stacking"}}
+        assert client.post("/models", json=spec).status_code == 201
+        for i in range(80):
+            r = client.post("/learn", json={"model": name, "features": {"x": float(i % 7)},
+                                            "label": labels[i % 7 >= 3]})  # fmt: skip
+            assert r.status_code == 200
+        body = client.post("/predict?explain=true",
+                           json={"model": name, "features": {"x": 5.0}}).json()  # fmt: skip
+        got = recompute(body["explanation"])  # labels are JSON keys ("1", "true") in the answer
+        probs = body["probabilities"]
+        assert {json.dumps(c) for c in got} == set(probs)
+        assert all(abs(got[c] - probs[json.dumps(c)]) <= 1e-12 for c in got)  # (stacked vote)
