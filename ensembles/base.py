@@ -240,7 +240,29 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         and the leaf's class weights and predictor, the members that agree with the prediction
         (``agreeing``) and the ``margin`` (top probability minus the second).
         ``ensembles.explain.recompute`` gives the probabilities back from it (docs/engine-api.md,
-        "Explanations"). Opt-in: ``predict_proba_one`` does none of this work."""
+        "Explanations and feature importance"). Opt-in: ``predict_proba_one`` does none of this
+        work.
+
+        Examples
+        --------
+        >>> from learners import HoeffdingTree
+        >>> from ensembles import OnlineBagging
+        >>> from ensembles.explain import recompute
+        >>> model = OnlineBagging(HoeffdingTree(grace_period=10, leaf_prediction="mc"),
+        ...                       n_models=3, seed=1)
+        >>> for i in range(300):
+        ...     model.learn_one({"x": float(i % 10), "c": "ab"[i % 2]}, i % 10 >= 5)
+        >>> e = model.predict_explain_one({"x": 8.0, "c": "a"})
+        >>> e["prediction"], e["agreeing"], recompute(e) == e["probabilities"]
+        (True, [0, 1, 2], True)
+        >>> step = e["members"][0]["tree"]["path"][0]
+        >>> step["feature"], step["test"], step["value"], step["branch"]
+        ('x', '<= 4.636363636363637', 8.0, 'no')
+        >>> e["members"][0]["tree"]["leaf"]["class_weights"]
+        {True: 124.0}
+        >>> {f: d["splits"] for f, d in model.feature_importance()["features"].items()}
+        {'x': 4}
+        """
         return explain_one(self, x)
 
     def feature_importance(self, *, decay: float | None = None) -> dict:
