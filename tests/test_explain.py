@@ -232,3 +232,26 @@ def test_a_stump_says_its_split_and_the_side_taken():
     assert e["members"][0]["tree"]["leaf"]["stump"]["value"] == 8.0
     no_value = model.predict_explain_one({"c": "u"})["members"][0]["tree"]["leaf"]["stump"]
     assert no_value["value"] is None and no_value["branch"] is None
+
+
+def test_the_interpreted_twins_explain_alike():
+    """A server on a cold numba cache answers from the kernels' interpreted twins: its
+    explanations are the compiled ones, to the bit."""
+    from learners.jit import set_interpreted
+
+    def explained() -> list[dict]:
+        out = []
+        for make in (MODELS["bag_ht"], MODELS["boost_stump"], MODELS["arf"]):
+            model = make()
+            for i in range(150):
+                model.learn_one({"a": float(i % 10), "c": "uv"[i % 2]}, "pq"[i % 10 >= 5])
+            out.append(model.predict_explain_one({"a": 8.0, "c": "u"}))
+        return out
+
+    compiled = explained()
+    set_interpreted(True)
+    try:
+        interpreted = explained()
+    finally:
+        set_interpreted(False)
+    assert interpreted == compiled
