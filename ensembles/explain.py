@@ -114,8 +114,8 @@ def explain_one(model: Any, x: dict) -> dict:
         out["meta_learner"] = _meta_view(rule.meta, len(members), classes)
     if rule.codes is not None:
         _decode_members(members, rule.codes, classes, prediction)
-    for d in members:
-        if rule.codes is None:
+    else:
+        for d in members:
             d["agrees"] = prediction is not None and d["top"] == prediction
     out["agreeing"] = [d["member"] for d in members if d["agrees"]]
     return out
@@ -165,10 +165,10 @@ def _native_members(bank: Any, x: dict, trees: list[int], classes: list, *,
     pk = np.empty(C, np.int64)
     pv = np.empty(2 * C)
     hint = np.full((bank.M, 4), -1, np.int64)
+    bank.sync()  # (the arrays ``member_path`` reads are the struct's)
     B = bank.view()
     proba = kernel(tree_proba)
     code_attr = s.code_attr_array
-    bank.sync()
     out = []
     for m, t in enumerate(trees):
         hint[t, 0] = -1
