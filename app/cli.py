@@ -502,6 +502,20 @@ def print_report(report: ReplayReport, console: Console = out) -> None:
         console.print(f"[yellow]warning:[/] {escape(report.warning)}", markup=True)
 
 
+TOP_FEATURES = 10  # features --importance prints
+
+
+def print_importance(imp: dict) -> None:
+    """The top features of ``feature_importance`` as a small table."""
+    table = Table(title=f"top features ({imp['splits']:,} splits in {imp['members']} trees)")
+    for col in ("feature", "splits", "weight", "share", "depth-weighted"):
+        table.add_column(col, justify="left" if col == "feature" else "right")
+    for name, d in list(imp["features"].items())[:TOP_FEATURES]:
+        table.add_row(escape(name), f"{d['splits']:,}", f"{d['weight']:,.0f}",
+                      f"{d['share']:.1%}", f"{d['depth_weighted']:.2f}")  # fmt: skip
+    out.print(table)
+
+
 @app.command()
 def replay(
     file: Annotated[Path, typer.Argument(help="CSV (with header), JSONL or ARFF; .gz is fine.")],
@@ -592,6 +606,12 @@ def replay(
             "learn while the next is encoded; the same predictions for any value).",
         ),
     ] = 1,
+    importance: Annotated[
+        bool,
+        typer.Option(
+            "--importance", help="After the replay, print the model's top features (tree splits)."
+        ),
+    ] = False,
 ) -> None:
     """Replay a file prequentially: predict each row, then learn it, in file order.
 
@@ -625,6 +645,7 @@ def replay(
             save=save,
             threads=threads,
             metric=metric,
+            importance=importance,
         )
     except ReaderError as exc:
         fail(str(exc))
@@ -642,6 +663,8 @@ def replay(
         out.print_json(json.dumps(report.to_json()))
     else:
         print_report(report)
+        if report.importance is not None:
+            print_importance(report.importance)
         if plot is not None:
             out.print(f"learning curve written to {plot}")
     if report.error:

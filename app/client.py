@@ -228,6 +228,9 @@ class Prediction:
     probabilities: dict[Any, float]
     prediction_id: str | None = None
     ignored_features: list[str] = field(default_factory=list)
+    # with ``explain=True``: why (members' probabilities and vote weights, tree paths, agreeing
+    # members, margin; docs/http-api.md)
+    explanation: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Prediction:
@@ -236,6 +239,7 @@ class Prediction:
             probabilities=dict(data.get("probabilities") or {}),
             prediction_id=data.get("prediction_id"),
             ignored_features=list(data.get("ignored_features") or []),
+            explanation=data.get("explanation"),
         )
 
 
@@ -394,9 +398,15 @@ class _Core:
         return _Call("POST", "/learn", lambda r: LearnResult.from_json(r.json()), body)
 
     @staticmethod
-    def predict(model: str, features: Mapping[str, Any]) -> _Call:
+    def predict(model: str, features: Mapping[str, Any], explain: bool = False) -> _Call:
         body = {"model": model, "features": dict(features)}
-        return _Call("POST", "/predict", lambda r: Prediction.from_json(r.json()), body)
+        params = {"explain": "true"} if explain else None
+        return _Call("POST", "/predict", lambda r: Prediction.from_json(r.json()), body, params)
+
+    @staticmethod
+    def importance(name: str, decay: float | None = None) -> _Call:
+        params = None if decay is None else {"decay": decay}
+        return _Call("GET", f"/models/{name}/importance", lambda r: r.json(), params=params)
 
     @staticmethod
     def predict_many(model: str, rows: Iterable[Mapping[str, Any]]) -> _Call:
@@ -627,9 +637,17 @@ class ChorusClient(_Base):
         """Supply the delayed label for an earlier :meth:`predict`; the model learns it."""
         return self._send(_Core.label(model, prediction_id, label))
 
-    def predict(self, model: str, features: Mapping[str, Any]) -> Prediction:
-        """Predict one example (nothing is learned); keep ``prediction_id`` for :meth:`label`."""
-        return self._send(_Core.predict(model, features))
+    def predict(
+        self, model: str, features: Mapping[str, Any], *, explain: bool = False
+    ) -> Prediction:
+        """Predict one example (nothing is learned); keep ``prediction_id`` for :meth:`label`.
+        ``explain=True``: ``Prediction.explanation`` says why (docs/http-api.md)."""
+        return self._send(_Core.predict(model, features, explain))
+
+    def importance(self, name: str, *, decay: float | None = None) -> dict[str, Any]:
+        """A model's feature importance: per feature, its trees' splits (count, the weight they
+        were made on, depth-weighted count, share)."""
+        return self._send(_Core.importance(name, decay))
 
     def predict_many(self, model: str, rows: Iterable[Mapping[str, Any]]) -> list[Prediction]:
         """Predict a batch."""
@@ -760,9 +778,15 @@ class AsyncChorusClient(_Base):
         """See :meth:`ChorusClient.label`."""
         return await self._send(_Core.label(model, prediction_id, label))
 
-    async def predict(self, model: str, features: Mapping[str, Any]) -> Prediction:
+    async def predict(
+        self, model: str, features: Mapping[str, Any], *, explain: bool = False
+    ) -> Prediction:
         """See :meth:`ChorusClient.predict`."""
-        return await self._send(_Core.predict(model, features))
+        return await self._send(_Core.predict(model, features, explain))
+
+    async def importance(self, name: str, *, decay: float | None = None) -> dict[str, Any]:
+        """See :meth:`ChorusClient.importance`."""
+        return await self._send(_Core.importance(name, decay))
 
     async def predict_many(self, model: str, rows: Iterable[Mapping[str, Any]]) -> list[Prediction]:
         """See :meth:`ChorusClient.predict_many`."""

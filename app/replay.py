@@ -295,6 +295,13 @@ class LocalTarget:
     def server_metrics(self) -> dict[str, Any] | None:
         return None
 
+    def importance(self) -> dict[str, Any]:
+        """The model's feature importance (``feature_importance``)."""
+        try:
+            return self.model.feature_importance()
+        except ValueError as exc:
+            raise ReplayError(f"--importance: {exc}") from None
+
 
 class ServerTarget:
     """A model on a Chorus server."""
@@ -371,6 +378,10 @@ class ServerTarget:
     def server_metrics(self) -> dict[str, Any] | None:
         return asdict(self.client.metrics(self.name))
 
+    def importance(self) -> dict[str, Any]:
+        """The model's feature importance (``GET /models/{name}/importance``)."""
+        return self.client.importance(self.name)
+
 
 # ------------------------------------------------------------------------------- the loop
 
@@ -418,6 +429,7 @@ class ReplayReport:
     curve: list[tuple[int, float, float]] = field(default_factory=list, repr=False)
     curve_metric: str = field(default="accuracy", repr=False)
     outcomes: list[RowOutcome] | None = field(default=None, repr=False)
+    importance: dict[str, Any] | None = None  # with ``importance=True`` (``--importance``)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict (without the curve and per-row outcomes)."""
@@ -452,6 +464,7 @@ def run_replay(
     save: str | Path | None = None,
     threads: int = 1,
     metric: str = "accuracy",
+    importance: bool = False,
 ) -> ReplayReport:
     """Replay a file prequentially into a local model (``client=None``) or a server model.
 
@@ -591,6 +604,11 @@ def run_replay(
             close()
         report.elapsed_s = time.perf_counter() - started
     _finish(report, board, runner)
+    if importance and not report.error:
+        try:
+            report.importance = runner.importance()
+        except (ReplayError, ChorusError) as exc:
+            report.error = str(exc)
     if save is not None and isinstance(runner, LocalTarget):
         runner.save(save, info, name)
     return report

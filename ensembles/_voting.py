@@ -85,6 +85,15 @@ class VotingEnsemble(OnlineEnsemble):
         X = meta.inputs([m.predict_proba_one(x) for m in self._members], classes)
         meta.learn(X, classes.index(y), w)
 
+    def _vote_meta(self) -> tuple[np.ndarray, int] | None:
+        """The stacked vote's meta-learner as ``explain.VoteRule.meta`` (its weights at the
+        classes known), once it has learned an example and so makes the vote; else None."""
+        self._settled()
+        parts = self._stack_parts()
+        if parts is None or parts[1] == 0 or not self.classes:
+            return None
+        return stacking.resized(parts[0], self.n_models, len(self.classes)), parts[1]
+
     def _stack_parts(self) -> tuple[np.ndarray, int] | None:
         """The meta-learner's weights (at any capacity) and the examples it learned, as they
         are (readers call ``_settled()`` first); None without the stacked vote."""

@@ -8,11 +8,13 @@ import numpy as np
 
 from learners import Limits, NativeLearner
 from learners.base import Features, Label
+from learners.jit import kernel
 
 from . import _adaptive, _kernels, adaptive
 from ._rng import poisson
 from ._voting import VotingEnsemble
 from .base import resample_counts
+from .explain import VoteRule
 
 _PRIME_TAG = 1 << 62
 
@@ -257,6 +259,36 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
                                                         sizes["imbalance.class_sizes"].tolist(),
                                                         strict=True))}  # fmt: skip
         return out
+
+    def _vote_rule(self) -> VoteRule:
+        """The vote as ``_kernels.bagging_predict`` / ``_adaptive.adaptive_predict`` make it
+        (``ensembles.explain``)."""
+        M = self.n_models
+        if self.output_codes:
+            self._settled()
+            code = kernel(_adaptive.output_code)
+            codes = [[int(code(self.seed, m, c)) for c in range(len(self.classes))]
+                     for m in range(M)]  # fmt: skip
+            return VoteRule("output_codes", self._accuracy_weights() if self.vote == "weighted"
+                            else [1.0] * M, "each member learns a bit per class (`codes`); "
+                            "class c gets each member's weight times its probability of c's "
+                            "bit", majority=self.vote == "majority", codes=codes)  # fmt: skip
+        if self.vote == "weighted":
+            return VoteRule("weighted", self._accuracy_weights(),
+                            "each member's accuracy over the last `window` examples, "
+                            "(correct + 1) / (counted + 2)")  # fmt: skip
+        if self.vote == "majority":
+            return VoteRule("majority", [1.0] * M,
+                            "equal: one vote per member for its top class", majority=True)  # fmt: skip
+        return VoteRule("average", [1.0] * M, "equal: the mean of the members' probabilities",
+                        meta=self._vote_meta())  # fmt: skip
+
+    def _accuracy_weights(self) -> list[float]:
+        """``_adaptive.member_weight`` of the weighted vote, per member."""
+        self._settled()
+        st: Any = self._float_state
+        ok, n = st.win_ok.tolist(), st.win_n.tolist()
+        return [(ok[m] + 1.0) / (n[m] + 2.0) for m in range(self.n_models)]
 
     # slow path: the same algorithm over Python member objects
     def _py_predict(self, x: Features) -> dict:

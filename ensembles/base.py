@@ -21,6 +21,7 @@ from learners.jit import kernel
 
 from ._rng import uniform_block
 from .backends import CompiledBackend, PythonBackend, check_threads
+from .explain import VoteRule, explain_one, feature_importance
 from .members import build_learner, keywords, learner_spec
 
 _MAX_SEED = 2**63 - 1
@@ -231,6 +232,53 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         """Predict, then learn (prequential). Returns the class *probabilities* the model gave
         before learning ``x`` (not a label: ``argmax_label`` of it is the prediction)."""
         return self._be.run_one(x, y, w, learn=True)
+
+    def predict_explain_one(self, x: Features) -> dict:
+        """The prediction of ``x`` (``prediction``, ``probabilities``: exactly
+        ``predict_proba_one(x)``'s) and why: every member's probabilities, top class and vote
+        weight, the vote rule (``vote``), for tree members the path from the root to the leaf
+        and the leaf's class weights and predictor, the members that agree with the prediction
+        (``agreeing``) and the ``margin`` (top probability minus the second).
+        ``ensembles.explain.recompute`` gives the probabilities back from it (docs/engine-api.md,
+        "Explanations and feature importance"). Opt-in: ``predict_proba_one`` does none of this
+        work.
+
+        Examples
+        --------
+        >>> from learners import HoeffdingTree
+        >>> from ensembles import OnlineBagging
+        >>> from ensembles.explain import recompute
+        >>> model = OnlineBagging(HoeffdingTree(grace_period=10, leaf_prediction="mc"),
+        ...                       n_models=3, seed=1)
+        >>> for i in range(300):
+        ...     model.learn_one({"x": float(i % 10), "c": "ab"[i % 2]}, i % 10 >= 5)
+        >>> e = model.predict_explain_one({"x": 8.0, "c": "a"})
+        >>> e["prediction"], e["agreeing"], recompute(e) == e["probabilities"]
+        (True, [0, 1, 2], True)
+        >>> step = e["members"][0]["tree"]["path"][0]
+        >>> step["feature"], step["test"], step["value"], step["branch"]
+        ('x', '<= 4.636363636363637', 8.0, 'no')
+        >>> e["members"][0]["tree"]["leaf"]["class_weights"]
+        {True: 124.0}
+        >>> {f: d["splits"] for f, d in model.feature_importance()["features"].items()}
+        {'x': 4}
+        """
+        return explain_one(self, x)
+
+    def feature_importance(self, *, decay: float | None = None) -> dict:
+        """Per feature, the splits of the members' current trees on it: count, the weight
+        they were made on, depth-weighted count, share (``ensembles.explain.feature_importance``)."""
+        return feature_importance(self, decay=decay)
+
+    def _vote_rule(self) -> VoteRule:
+        """How the kernel combines the members' probabilities (``ensembles.explain``): here
+        equally, the mean (a single learner: its own); ensembles with a ``vote`` say theirs."""
+        return VoteRule("single" if self.kind == "single" else "average", [1.0] * self.n_models,
+                        "equal: the mean of the members' probabilities")  # fmt: skip
+
+    def _member_trees(self) -> list[int]:
+        """The bank's tree of each member (member m's is tree m; the forests' foreground)."""
+        return list(range(self.n_models))
 
     def predict_learn_batches(self, batches: Iterable[tuple]) -> Iterator[Any]:
         """``predict_learn_many`` over a stream of ``(X, y)`` or ``(X, y, w)`` batches: yields

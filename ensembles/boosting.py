@@ -15,6 +15,7 @@ from . import _adaptive, _kernels, adaptive
 from ._rng import poisson
 from ._voting import VotingEnsemble
 from .base import resample_counts
+from .explain import VoteRule
 
 _PRIME_TAG = 1 << 61
 
@@ -204,6 +205,15 @@ class OnlineBoosting(adaptive.DriftReport, VotingEnsemble):
     def epsilons(self) -> list[float | None]:
         tot = self._lam_sc + self._lam_sw
         return [float(sw / t) if t > 0 else None for sw, t in zip(self._lam_sw, tot, strict=True)]
+
+    def _vote_rule(self) -> VoteRule:
+        """The vote as ``_kernels.boosting_predict`` makes it (``ensembles.explain``)."""
+        return VoteRule("boosting", self.vote_weights.tolist(),
+                        "log((1 - e_m) / e_m), e_m = lambda_sw / (lambda_sc + lambda_sw) (e_m "
+                        "below 1e-10 counts as 1e-10); 0, no vote, when e_m >= 1/2 or the member "
+                        "has no weight yet; member 1 alone when nobody votes",
+                        majority=self.vote == "majority", skip_unweighted=True,
+                        first_alone=True, meta=self._vote_meta())  # fmt: skip
 
     # slow path
     def _py_predict(self, x: Features) -> dict:

@@ -17,6 +17,7 @@ from . import _forest as fk
 from . import adaptive, adwin
 from ._rng import poisson
 from ._voting import VotingEnsemble
+from .explain import VoteRule
 
 # the trees of MOA's ARF and SRP (``ARFHoeffdingTree -e 2000000 -g 50 -c 0.01``; tau 0.05 and
 # naive-Bayes-adaptive leaves are MOA's defaults too)
@@ -204,6 +205,29 @@ class RandomForest(VotingEnsemble):
                 "promoted": int(st.events[fk.PROMOTED, m]),
             })  # fmt: skip
         return out
+
+    def _vote_rule(self) -> VoteRule:
+        """The vote as ``_forest.forest_predict`` makes it (``_forest.member_weight``;
+        ``ensembles.explain``)."""
+        self._settled()
+        st = self._float_state
+        right, seen = st.acc[fk.CORRECT].tolist(), st.acc[fk.SEEN].tolist()
+        weights = []
+        for m in range(self.n_models):
+            a = 1.0
+            if self.vote == "weighted" and seen[m] > 0.0:
+                a = 100.0 * right[m] / seen[m]
+                a = a if a > 0.0 else 1.0
+            weights.append(a)
+        what = ("each member's accuracy in percent since its tree started (1 while it is 0)"
+                if self.vote == "weighted" else "equal")  # fmt: skip
+        return VoteRule("forest", weights, what + "; each member's probabilities divided by "
+                        "their sum", by_mass=True)  # fmt: skip
+
+    def _member_trees(self) -> list[int]:
+        """Each member's foreground tree in the bank (``_forest``: slot m or M + m)."""
+        self._settled()
+        return [int(t) for t in self._float_state.slots[fk.FG]]
 
     def diversity(self) -> dict | None:
         """Diversity of the members over the window (``describe()["diversity"]``; ``None``

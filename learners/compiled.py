@@ -30,6 +30,10 @@ that an ensemble runs all its members inside *one* compiled kernel (ARCHITECTURE
   ``pk``/``pv``, :func:`io_rows` its ``xc`` and ``out``, :func:`io_label` leaves the predicted label's code for ``predict_one``.
   :func:`register_io_run` tells ``TreeBank`` to call a run kernel through its IO run kernel
   (:func:`io_run_of`), per example and in batches; unregistered kernels are called as before.
+- :func:`member_path` (an example's walk from the root of tree m to its leaf, read in Python:
+  each split's test and branch, the leaf's class weights and predictor) and
+  :func:`member_splits` (tree m's split nodes: feature, depth, weight at the split), for
+  explanations and feature importance; no kernel.
 - ``STATE_FORMAT`` / ``STATE_VERSION`` / ``READABLE_VERSIONS`` version the ``to_state`` header;
   ``KERNEL_SOURCES`` are the files whose code compiled callers inline (their numba caches depend
   on them).
@@ -58,6 +62,7 @@ from .native import READABLE_VERSIONS, STATE_FORMAT, STATE_VERSION, NativeLearne
 from .tree import KERNEL_FILES
 from .tree.bank import TreeBank
 from .tree.calls import io_run_of, register_io_run
+from .tree.explain import member_path, member_splits
 from .tree.layout import TreeParams
 from .tree.learn import tree_learn
 from .tree.predict import argmax as best_class
@@ -112,6 +117,8 @@ __all__ = [
     "io_label",
     "io_rows",
     "make_run_io",
+    "member_path",
+    "member_splits",
     "io_run_of",
     "register_io_run",
     "sparse_buffers",

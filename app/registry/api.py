@@ -292,20 +292,44 @@ class Registry:
 
     # ----------------------------------------------------------------- predicting
     async def predict(
-        self, name: str, X: list[dict[str, Any]], *, min_seq: int | None = None, many: bool = False
+        self,
+        name: str,
+        X: list[dict[str, Any]],
+        *,
+        min_seq: int | None = None,
+        many: bool = False,
+        explain: bool = False,
     ) -> list[dict[str, Any]]:
         """Predict without learning; keeps the features for a delayed label when configured.
         The model is caught up with the log first (``min_seq``: see :meth:`ModelReader.fresh`).
-        ``many``: ``X`` is a request's ``examples`` (an error names ``examples.<i>.<field>``)."""
+        ``many``: ``X`` is a request's ``examples`` (an error names ``examples.<i>.<field>``);
+        ``explain``: each result has its ``explanation``."""
         self._check_ready()
-        return await self.reader.predict(name, X, None, min_seq, many=many)
+        return await self.reader.predict(name, X, None, min_seq, many=many, explain=explain)
 
-    async def predict_query(self, name: str, params: dict[str, str]) -> dict[str, Any]:
+    async def predict_query(
+        self, name: str, params: dict[str, str], *, explain: bool = False
+    ) -> dict[str, Any]:
         """Predict one row given as query-string values (``GET /predict``): typed by the
         model's declared or learned feature kinds (:func:`app.registry.views.typed_query`)."""
         x = views.typed_query(await self._get(name), params)
-        (result,) = await self.reader.predict(name, [x], params, None)
+        (result,) = await self.reader.predict(name, [x], params, None, explain=explain)
         return result
+
+    async def importance(self, name: str, decay: float | None = None) -> dict[str, Any]:
+        """The caught-up model's feature importance (``feature_importance``): 422 naming
+        ``model`` when its members are not native trees."""
+        self._check_ready()
+        h = await self.reader.fresh(name)
+
+        def run() -> dict[str, Any]:
+            try:
+                return h.model.feature_importance(decay=decay)
+            except ValueError as exc:
+                field = "decay" if "decay" in str(exc) else "model"
+                raise InvalidInput(f"{field}: {exc}") from exc
+
+        return await off_loop(h, WHOLE_MODEL, run)
 
     # ----------------------------------------------------------------- internals
     @staticmethod

@@ -24,20 +24,25 @@ from app.registry.loaded import LoadedModels
 log = logging.getLogger("chorus.registry")
 
 
-def _predict(model: Any, X: list[dict[str, Any]]) -> tuple[list[dict], list[list[str]]]:
-    """The engine's probabilities for each row of ``X`` and the features of each it ignores
-    (unknown to the model); an error names its row (``learners.at_row``). Run by
+def _predict(
+    model: Any, X: list[dict[str, Any]], explain: bool = False
+) -> tuple[list[dict], list[list[str]]]:
+    """The engine's probabilities for each row of ``X`` (``explain``: each row's explanation,
+    ``predict_explain_one``, whose probabilities are the prediction's) and the features of each
+    it ignores (unknown to the model); an error names its row (``learners.at_row``). Run by
     :func:`~app.registry.common.off_loop`."""
     _, learners = engine()
-    probas = []
+    run = model.predict_explain_one if explain else model.predict_proba_one
+    out = []
     for r, x in enumerate(X):
         try:
-            probas.append(model.predict_proba_one(x))
+            out.append(run(x))
         except ValueError as exc:
-            learners.at_row(exc, r)
+            if getattr(exc, "field", None) != "explain":  # (about the model, not the row)
+                learners.at_row(exc, r)
             raise
     knows = model.knows_feature
-    return probas, [[f for f in x if knows(f) is False] for x in X]
+    return out, [[f for f in x if knows(f) is False] for x in X]
 
 
 class ModelReader:
@@ -105,14 +110,20 @@ class ModelReader:
         min_seq: int | None,
         *,
         many: bool = False,
+        explain: bool = False,
     ) -> list[dict[str, Any]]:
         """``raw`` holds the query-string values of a single row: a feature the model knows as
-        categorical (say a zip code) that looked numeric is retried as text."""
+        categorical (say a zip code) that looked numeric is retried as text. ``explain``: each
+        result has the prediction's ``explanation`` (``predict_explain_one``)."""
         h = await self.fresh(name, min_seq)
         _, learners = engine()
+        explanations: list[dict] | None = None
         try:
             try:
-                probas, ignored = await off_loop(h, n_values(X), _predict, h.model, X)
+                probas, ignored = await off_loop(h, n_values(X), _predict, h.model, X, explain)
+                if explain:
+                    explanations = probas
+                    probas = [e["probabilities"] for e in explanations]
             except learners.FeatureTypeError as exc:
                 f = exc.feature
                 v = X[0].get(f)
@@ -120,13 +131,19 @@ class ModelReader:
                     raise
                 X = [{**X[0], f: raw[f]}]
                 return await self.predict(
-                    name, X, {k: v for k, v in raw.items() if k != f}, min_seq, many=many
+                    name,
+                    X,
+                    {k: v for k, v in raw.items() if k != f},
+                    min_seq,
+                    many=many,
+                    explain=explain,
                 )
         except InvalidInput:
             raise  # from the retry as text
         except (learners.FeatureTypeError, learners.LabelError, ValueError) as exc:
             rows = list(range(len(X))) if many else None
-            raise InvalidInput(f"{error_field(exc, rows)}: {exc}") from exc
+            field = "explain" if getattr(exc, "field", None) == "explain" else None
+            raise InvalidInput(f"{field or error_field(exc, rows)}: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - an engine bug, not the client's input
             log.exception("model %s: engine failed on predict", name)
             raise EngineFailure(
@@ -137,6 +154,9 @@ class ModelReader:
             proba = clean_proba(proba)
             results.append({"prediction": learners.argmax_label(proba), "probabilities": proba,
                             "prediction_id": None, "ignored_features": unknown})  # fmt: skip
+        if explanations is not None:
+            for r, e in zip(results, explanations, strict=True):
+                r["explanation"] = e
         if self.settings.keep_predictions:
             served = [(x, r["prediction"], r["probabilities"]) for x, r in zip(X, results)]  # noqa: B905
             kept = await self.keeper.keep(name, h.incarnation, served, many=many)

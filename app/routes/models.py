@@ -86,3 +86,21 @@ async def delete_model(name: NamePath, reg: RegistryDep) -> Response:
 async def model_metrics(name: NamePath, reg: RegistryDep) -> Response:
     """Prequential accuracy, Cohen's kappa and accuracy over the last 1,000 scored examples."""
     return json_response(await reg.metrics(name))
+
+
+@router.get(
+    "/models/{name}/importance",
+    responses=errors(401, 404, 409, 422, 503),
+    summary="Feature importance",
+)
+async def model_importance(
+    name: NamePath,
+    reg: RegistryDep,
+    decay: Annotated[
+        float | None,
+        Query(gt=0.0, le=1.0, description="Weight of a split at depth d: decay**d (default 2**-d)"),
+    ] = None,
+) -> Response:
+    """Per feature, the splits of the members' current trees on it: count, the class weight
+    they were made on, depth-weighted count and share (docs/http-api.md)."""
+    return json_response(await reg.importance(name, decay))

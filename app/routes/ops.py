@@ -105,8 +105,15 @@ class ModelCollector:
             "chorus_model_diversity", "Members' mean pairwise diversity over the window",
             labels=["model", "measure"],
         )  # fmt: skip
+        importance = GaugeMetricFamily(
+            "chorus_model_feature_importance",
+            f"Share of the weight the members' tree splits on the feature were made on (the top "
+            f"{TOP_FEATURES} features)",
+            labels=["model", "feature"],
+        )
         for name, seq, rep, since_snapshot, model in self.registry.gauges():
             _adaptive_metrics(name, model, drifts, diversity)
+            _importance_metrics(name, model, importance)
             learned.add_metric([name], float(seq))
             if rep["accuracy"] is not None:
                 acc.add_metric([name], rep["accuracy"])
@@ -116,7 +123,7 @@ class ModelCollector:
                 balanced.add_metric([name], rep["balanced_accuracy"])
                 gmean.add_metric([name], rep["g_mean"])
             lag.add_metric([name], float(since_snapshot))
-        yield from (learned, acc, wacc, balanced, gmean, lag, drifts, diversity)
+        yield from (learned, acc, wacc, balanced, gmean, lag, drifts, diversity, importance)
         mem = self.registry.memory()
         yield GaugeMetricFamily("chorus_models_loaded", "Models held in memory", mem["loaded"])
         yield GaugeMetricFamily(
@@ -128,6 +135,22 @@ class ModelCollector:
         yield CounterMetricFamily(
             "chorus_models_evicted", "Models unloaded to fit the memory budget", mem["evicted"]
         )
+
+
+TOP_FEATURES = 20  # features per model in chorus_model_feature_importance (bounded labels)
+
+
+def _importance_metrics(name: str, model: Any, importance: Any) -> None:
+    """The top features' share of the model's split weight (issue 41); nothing for a model
+    whose members are not native trees, or one a worker thread runs on (``None``)."""
+    if model is None:
+        return
+    try:
+        features = model.feature_importance()["features"]
+    except ValueError:
+        return
+    for feature, d in list(features.items())[:TOP_FEATURES]:
+        importance.add_metric([name, feature], d["share"])
 
 
 def _adaptive_metrics(name: str, model: Any, drifts: Any, diversity: Any) -> None:

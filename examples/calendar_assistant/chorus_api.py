@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,7 @@ class Prediction:
     prediction: Any
     probabilities: dict[str, float] = field(default_factory=dict)
     prediction_id: str | None = None
+    because: str | None = None  # why, in words (``because``), from the prediction's explanation
 
     @property
     def confidence(self) -> float:
@@ -50,6 +52,51 @@ class Prediction:
         if self.prediction is None:
             return 0.0
         return float(self.probabilities.get(str(self.prediction), 0.0))
+
+
+def _phrase(step: dict[str, Any]) -> tuple[str, str] | None:
+    """One step of a tree's path in words, and what it is about (the feature and the side of a
+    numeric test); ``None`` for a step the value did not decide (missing)."""
+    if step.get("branch") is None or "missing" in (step.get("why") or ""):
+        return None
+    name = step["feature"].replace("_", " ")
+    if step["kind"] == "numeric":
+        sign = "≤" if step["branch"] == "yes" else ">"
+        return f"{name} {sign} {step['threshold']:.3g}", f"{name} {sign}"
+    if step["branch"] == "other":
+        return f"{name} is a value seldom seen", name
+    return f"{name} is {step['branch']}", name
+
+
+def because(explanation: dict[str, Any] | None, most: int = 2) -> str | None:
+    """A short reason for a suggestion, from Chorus's explanation (``?explain=true``): the tests
+    most of the models that agree with it took on the way to their leaves (at most ``most``),
+    and how many agree; without a split yet, what their leaves counted."""
+    if not explanation or explanation.get("prediction") is None:
+        return None
+    agreeing = set(explanation.get("agreeing") or [])
+    members = explanation.get("members") or []
+    agree = [d for d in members if d["member"] in agreeing]
+    counts: Counter[tuple[str, str]] = Counter()
+    for d in agree:
+        phrases = {_phrase(step) for step in (d.get("tree") or {}).get("path", [])}
+        counts.update(p for p in phrases if p)
+    reasons: list[str] = []
+    about: set[str] = set()
+    for (phrase, topic), _ in counts.most_common():  # one phrase per feature (and side)
+        if topic not in about and len(reasons) < most:
+            about.add(topic)
+            reasons.append(phrase)
+    if reasons:
+        text = "because " + " and ".join(reasons)
+    else:
+        label = str(explanation["prediction"])
+        seen = sum(float((d.get("tree") or {}).get("leaf", {}).get("class_weights", {})
+                         .get(label, 0.0)) for d in agree)  # fmt: skip
+        text = "because it is the most common value so far" if seen else "because"
+    if len(members) > 1:
+        text += f" ({len(agree)} of {len(members)} models agree)"
+    return text
 
 
 class ChorusAdapter:
@@ -123,11 +170,12 @@ class ChorusAdapter:
 
     async def predict(self, name: str, features: dict[str, Any]) -> Prediction:
         """``POST /predict``: suggestion, probabilities and the id for a later label."""
-        answer = await self._call("predict", name, features)
+        answer = await self._call("predict", name, features, explain=True)
         return Prediction(
             prediction=answer.prediction,
             probabilities={str(k): float(v) for k, v in answer.probabilities.items()},
             prediction_id=answer.prediction_id,
+            because=because(answer.explanation),
         )
 
     async def label(self, name: str, prediction_id: str, label: Any) -> Any:

@@ -415,6 +415,7 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
                 "with_value": calendar.value_count(target, str(value)) if value is not None else 0,
                 "prediction_id": answer.prediction_id,
                 "top": [[label, honest_confidence(p, n)] for label, p in top],
+                "because": answer.because,
             }
         slot = _slot(calendar, body, suggestions)
         return {"user": user, "features": features, "suggestions": suggestions, "slot": slot}

@@ -409,6 +409,7 @@ function setSuggestions(suggestions, slot = null) {
     } else {
       setValue(target, String(s.value));
     }
+    if (s.because) hint.append(el("div", { id: `b-${target}`, class: "because", text: s.because }));
   }
   for (const target of state.config.targets) markChanged(target);
 }
