@@ -312,9 +312,9 @@ class CompiledBackend:
         header["schema"] = self.bank.schema.to_header()
         arrays.update(self.bank.state_arrays())
 
-    def load(self, header: dict, arrays: dict) -> None:
+    def load(self, header: dict, arrays: dict, min_classes: int = 1) -> None:
         self.bank.schema = Schema.from_header(header["schema"], self.bank.limits)
-        self.bank.load_arrays(arrays)
+        self.bank.load_arrays(arrays, min_classes=min_classes)
         self.bank.fit_schema()
 
 
@@ -591,7 +591,7 @@ class PythonBackend:
             header["members"].append(st["header"])
             arrays.update({f"m{m}.{k}": v for k, v in st["arrays"].items()})
 
-    def load(self, header: dict, arrays: dict) -> None:
+    def load(self, header: dict, arrays: dict, min_classes: int = 1) -> None:
         from .members import learner_from_state
 
         self.class_list = list(header["classes"])

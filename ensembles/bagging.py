@@ -213,6 +213,9 @@ class OnlineBagging(adaptive.DriftReport, VotingEnsemble):
         self._float_state = adaptive.new_state(self.n_models, self._window, self.poisson_lambda,
                                                self.drift_delta, self.imbalance_decay)  # fmt: skip
 
+    def _member_classes(self) -> int:
+        return 2 if self.output_codes else 1
+
     def _extra_params(self) -> dict:
         out = super()._extra_params()
         defaults = {"poisson_lambda": 1.0, "drift": None, "drift_delta": 0.002, "window": None,

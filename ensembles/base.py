@@ -391,6 +391,11 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         json.dumps(header)
         return {"header": header, "arrays": arrays}
 
+    def _member_classes(self) -> int:
+        """The class codes a member's state may hold before the model has seen that many
+        classes (1; leveraging bagging's output codes: 2, its members learn bits)."""
+        return 1
+
     @classmethod
     def from_state(cls, state: dict) -> OnlineEnsemble:
         h = state["header"]
@@ -401,7 +406,7 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
             raise ValueError(f"state is for {h.get('type')!r}, not {cls.__name__}")
         obj = cls.from_spec(h["spec"])
         obj._set_n_seen(int(h["n_seen"]))
-        obj._be.load(h, state["arrays"])
+        obj._be.load(h, state["arrays"], min_classes=obj._member_classes())
         obj._load_extra(state["arrays"])
         return obj
 

@@ -477,3 +477,31 @@ def test_forged_detectors_windows_and_sums_are_refused_naming_the_array() -> Non
             ("m0.", "m1.")
         )  # ("MLP state stat_w: ...", "ExactTree state y: ...")
         assert (name[3:] if member_array else name) + ":" in message, (name, message)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_output_code_members_with_one_class_seen_reload(seed) -> None:
+    """Leveraging bagging's output codes: a member learns bit 1 of a class before the model has
+    seen a second class; its own state (a snapshot, ``copy.deepcopy``) must load again, while
+    the same code in a model without output codes is still refused."""
+    import copy
+
+    import numpy as np
+
+    from ensembles import OnlineBagging, load_state
+    from learners import HoeffdingTree
+
+    m = OnlineBagging(HoeffdingTree(), n_models=3, seed=seed, output_codes=True)
+    m.learn_one({"a": 1.0}, "p")
+    m.learn_one({"a": 2.0}, "p")
+    again = copy.deepcopy(m)
+    assert again.predict_proba_one({"a": 1.5}) == m.predict_proba_one({"a": 1.5})
+    plain = OnlineBagging(HoeffdingTree(), n_models=3, seed=seed)
+    plain.learn_one({"a": 1.0}, "p")
+    forged = plain.to_state()
+    forged["arrays"]["tree.wc"] = np.where(
+        forged["arrays"]["tree.wc"] == 0, 1, forged["arrays"]["tree.wc"]
+    )
+    assert (forged["arrays"]["tree.wc"] == 1).any()
+    with pytest.raises(ValueError, match="a class code outside -1..0"):
+        load_state(forged)

@@ -84,10 +84,12 @@ class TreeBank(BatchCalls, ExampleCalls):
         compacted or reloaded); see ``persist.state_arrays``."""
         return persist.state_arrays(self, prefix)
 
-    def load_arrays(self, arrays: dict[str, np.ndarray], prefix: str = "tree.") -> None:
+    def load_arrays(
+        self, arrays: dict[str, np.ndarray], prefix: str = "tree.", min_classes: int = 1
+    ) -> None:
         """Load saved arrays (``state_arrays``, or an older version's; set ``schema`` first),
         checked; see ``persist.load_arrays``."""
-        persist.load_arrays(self, arrays, prefix)
+        persist.load_arrays(self, arrays, prefix, min_classes)
 
     @property
     def nbytes(self) -> int:

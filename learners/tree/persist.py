@@ -107,10 +107,13 @@ def state_arrays(bank: TreeBank, prefix: str = "tree.") -> dict[str, np.ndarray]
     return out
 
 
-def load_arrays(bank: TreeBank, arrays: dict[str, np.ndarray], prefix: str = "tree.") -> None:
+def load_arrays(bank: TreeBank, arrays: dict[str, np.ndarray], prefix: str = "tree.",
+                min_classes: int = 1) -> None:  # fmt: skip
     """Load saved arrays (``state_arrays``; set ``schema`` first). Arrays of older states are
     converted: version 1 (dense per-leaf blocks over the whole vocabulary) and version 2
-    (sparse rows, dense over the classes)."""
+    (sparse rows, dense over the classes). ``min_classes``: the class codes the trees may hold
+    whatever the schema's classes (2 for members that learn bits: leveraging bagging's output
+    codes learn bit 1 before a second class is seen)."""
     bank.flush()
     if prefix + "wc" not in arrays and prefix + "dist" in arrays:
         if prefix + "v_code" in arrays:
@@ -122,7 +125,8 @@ def load_arrays(bank: TreeBank, arrays: dict[str, np.ndarray], prefix: str = "tr
     saved = TreeState(**parts, **{name: np.zeros((0, 0), np.int64) for name in INDEX_FIELDS})
     size = used_of(saved)
     s = bank.schema
-    check_bounds(parts, len(s.classes), len(s.num_names), len(s.cat_names), prefix)
+    n_classes = max(len(s.classes), min_classes)
+    check_bounds(parts, n_classes, len(s.num_names), len(s.cat_names), prefix)
     # at least 1 node/slot/row (kernels index safely); room for the index
     cap = Capacity(
         nodes=max(size.nodes, 1),
