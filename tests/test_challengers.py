@@ -12,6 +12,7 @@ import json
 import random
 import warnings
 
+import httpx
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given
@@ -278,3 +279,91 @@ def test_auto_promotion_picks_the_better_challenger(client):
     assert lb["champion"] == "ht" and lb["promotions"] == 1, lb
     # the hysteresis: naive Bayes never wins the XOR back
     assert lb["candidates"][1]["name"] == "initial"
+
+
+# ------------------------------------------------------------------ client, CLI, Prometheus
+def test_client_cli_and_prometheus(tmp_path):
+    from _live_server import live_server
+    from typer.testing import CliRunner
+
+    from app.cli import app as cli
+    from app.client import ChorusClient, NotFound, ValidationFailed
+
+    runner = CliRunner()
+    with live_server(tmp_path) as url, ChorusClient(url) as chorus:
+        chorus.create_model("m", ensemble="single", learner="stump", seed=7,
+                            challengers=CHALLENGERS[:1], champion="stump")  # fmt: skip
+        lb = chorus.add_challengers("m", [CHALLENGERS[1]], promotion={"window": 100})
+        assert [c["name"] for c in lb["candidates"]] == ["stump", "ht", "nb3"]
+        assert lb["policy"]["window"] == 100
+        with pytest.raises(ValidationFailed, match="challengers.0.name"):
+            chorus.add_challengers("m", [CHALLENGERS[1]])
+        chorus.learn_many("m", [(_ex(i), _label(i)) for i in range(300)])
+        r = runner.invoke(cli, ["models", "leaderboard", "m", "--server", url])
+        assert r.exit_code == 0, r.output
+        assert "champion" in r.output and "nb3" in r.output and "promotion auto" in r.output
+        r = runner.invoke(cli, ["models", "challenge", "m", "nb1", "--spec", "single:naive_bayes",
+                                "--server", url])  # fmt: skip
+        assert r.exit_code == 0, r.output
+        r = runner.invoke(cli, ["models", "promote", "m", "nb1", "--server", url])
+        assert r.exit_code == 0 and "champion nb1" in r.output, r.output
+        assert chorus.promote("m", "nb1")["champion"] == "nb1"  # a retry: nothing changes
+        with pytest.raises(NotFound):
+            chorus.promote("m", "nope")
+        chorus.remove_challenger("m", "nb3")
+        lb = chorus.leaderboard("m")
+        assert [c["name"] for c in lb["candidates"]] == ["nb1", "ht", "stump"]
+        text = httpx.get(f"{url}/metrics", timeout=10).text
+        assert 'chorus_candidate_accuracy{candidate="ht",model="m",role="challenger"}' in text
+        assert 'chorus_model_promotions_total{model="m"}' in text
+        # export / import carry every candidate
+        snap = tmp_path / "m.chorus"
+        r = runner.invoke(cli, ["export", "m", str(snap), "--data-dir", str(tmp_path)])
+        assert r.exit_code == 0, r.output
+        r = runner.invoke(cli, ["import", str(snap), "--name", "m2", "--data-dir", str(tmp_path)])
+        assert r.exit_code == 0, r.output
+        a, b = _board(chorus.leaderboard("m")), _board(chorus.leaderboard("m2"))
+        assert a.pop("model") == "m" and b.pop("model") == "m2"
+        assert a.pop("seq") <= b.pop("seq") and a == b
+
+
+def test_replay_compare_gives_the_same_leaderboard_locally_and_on_a_server(tmp_path):
+    """``chorus replay FILE --compare SPEC ...``: the same leaderboard offline and on a server
+    (the same board code, the same engines, the same stream), auto-promotion included."""
+    from _live_server import live_server
+    from typer.testing import CliRunner
+
+    from app.cli import app as cli
+
+    path = tmp_path / "s.csv"
+    rows = ["a,b,c,y"] + [f"{x['a']},{x['b']},{x['c']},{_label(i)}"
+                          for i, x in ((i, _ex(i)) for i in range(600))]  # fmt: skip
+    path.write_text("\n".join(rows) + "\n")
+    args = ["replay", str(path), "--create", "single:stump", "--seed", "3", "--compare",
+            "bagging:hoeffding_tree:3,bagging:naive_bayes:2", "--compare", "single:naive_bayes",
+            "--auto-promote", "100", "--batch", "50", "--json", "--no-progress"]  # fmt: skip
+    runner = CliRunner()
+    r = runner.invoke(cli, [*args, "--local"])
+    assert r.exit_code == 0, r.output
+    local = json.loads(r.stdout)
+    with live_server(tmp_path / "store") as url:
+        r = runner.invoke(cli, [*args, "--server", url, "--model", "s"])
+        assert r.exit_code == 0, r.output
+        served = json.loads(r.stdout)
+    a, b = _board(local["leaderboard"]), _board(served["leaderboard"])
+    assert a.pop("model") == "local" and b.pop("model") == "s"
+    assert a.pop("seq") == b.pop("seq")
+    cands = a.pop("candidates")
+    for x, y in zip(cands, b.pop("candidates"), strict=True):
+        assert x.keys() == y.keys()
+        for k in x:
+            assert x[k] == y[k], (x["name"], k)
+    assert a == b
+    assert a["promotions"] >= 1 and [c["name"] for c in cands[1:]] != [
+        "bagging-hoeffding_tree-3",
+        "bagging-naive_bayes-2",
+        "single-naive_bayes",
+    ]  # promoted
+    assert local["accuracy"] == served["accuracy"]  # the served predictions, the same
+    bad = runner.invoke(cli, ["replay", str(path), "--local", "--compare", "nope:x"])
+    assert bad.exit_code == 2 and "nope:x" in bad.output

@@ -475,3 +475,73 @@ def leaderboard(h: Any) -> dict[str, Any]:
     return {**out, "champion": board.champion.name, "policy": board.policy,
             "promotions": board.promotions, "since_promotion": board.since_promotion,
             "candidates": cands}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- in this process
+class LocalCandidates:
+    """A model with challengers held in this process, without a store: ``chorus replay
+    --compare`` and the benchmarks. The same :class:`Board` as the service (the same scores,
+    pairs, policy and leaderboard); a promotion the policy calls for is applied at once, as the
+    service's writer does after a group.
+
+    Parameters
+    ----------
+    spec
+        The champion's spec (``features`` / ``classes`` declared for every candidate).
+    challengers
+        Challenger specs, each with a ``name``.
+    policy
+        The auto-promotion policy (:func:`check_policy`'s input), or ``None``.
+    champion
+        The champion's candidate name.
+    threads, metrics_window
+        As the service's settings.
+
+    Examples
+    --------
+    >>> lc = LocalCandidates({"ensemble": "single", "learner": "naive_bayes"},
+    ...                      [{"name": "nb3", "learner": "naive_bayes", "n_models": 3}])
+    >>> _ = lc.predict_learn([{"x": 1.0}, {"x": 2.0}], ["a", "b"])
+    >>> [c["learned"] for c in lc.leaderboard()["candidates"]]
+    [2, 2]
+    """
+
+    def __init__(self, spec: dict[str, Any], challengers: list[dict[str, Any]],
+                 policy: dict[str, Any] | None = None, *, champion: str = INITIAL,
+                 threads: int = 1, metrics_window: int = 1000) -> None:  # fmt: skip
+        from app.registry.handles import Handle
+
+        model = build_engine(spec, where="spec", signs=False, threads=threads)
+        built = declared_challengers(
+            challengers, taken={champion}, limit=64, signs=False, threads=threads,
+            features=spec.get("features"), classes=spec.get("classes"),
+        )  # fmt: skip
+        declared = {**model.spec(), "features": spec.get("features"),
+                    "classes": spec.get("classes"), "challengers": [c for c, _ in built],
+                    "champion": champion, "promotion": check_policy(policy)}  # fmt: skip
+        board = initial_board(declared, model, signs=False, threads=threads,
+                              metrics_window=metrics_window)  # fmt: skip
+        self.h = Handle("local", declared, model, board=board)
+        self.served = Prequential(metrics_window)  # the champion of the moment's predictions
+        self.settings = {"signs": False, "threads": threads, "metrics_window": metrics_window}
+
+    def predict_learn(self, X: list[dict], ys: list, ws: list | None = None) -> list[dict]:
+        """Every candidate predicts-then-learns the rows; returns the champion's
+        probabilities (what the service would serve), then applies a promotion that is due."""
+        _, learners = engine()
+        ws = ws if ws is not None else [1.0] * len(X)
+        h = self.h
+        t0 = time.perf_counter()
+        probas = list(h.model.predict_learn_many(X, ys, ws))
+        h.board.learn(X, ys, ws, probas, time.perf_counter() - t0)
+        _score(self.served, ys, [learners.argmax_label(p) if p else None for p in probas])
+        h.seq += len(X)
+        winner = h.board.due()
+        if winner is not None:
+            apply_control(h, {"op": "promote", "name": winner, "auto": True}, **self.settings)
+            h.seq += 1
+        return probas
+
+    def leaderboard(self) -> dict[str, Any]:
+        """The service's leaderboard of this model."""
+        return leaderboard(self.h)
