@@ -285,6 +285,9 @@ class ModelDescription(BaseModel):
 class McNemar(BaseModel):
     """McNemar's paired test of a challenger against the champion on the same examples."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"b": 3, "c": 14, "n": 17, "p_value": 0.0127, "method": "exact"}]})  # fmt: skip
+
     b: int = Field(description="Examples only the champion predicted right")
     c: int = Field(description="Examples only the challenger predicted right")
     n: int = Field(description="Examples paired (window_mcnemar) or discordant (mcnemar)")
@@ -296,6 +299,15 @@ class McNemar(BaseModel):
 
 class Candidate(BaseModel):
     """One candidate of a model's leaderboard."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"name": "arf", "role": "challenger",
+         "spec": {"ensemble": "arf", "learner": "hoeffding_tree", "n_models": 10},
+         "metrics": {"accuracy": 0.91, "kappa": 0.8, "window_accuracy": 0.93, "n_scored": 1200},
+         "learned": 1200, "skipped": 0, "engine_seconds": 0.8, "examples_per_s": 1500.0,
+         "memory_bytes": 480000,
+         "mcnemar": {"b": 30, "c": 61, "n": 91, "p_value": 0.0017, "method": "chi2"},
+         "window_mcnemar": {"b": 3, "c": 14, "n": 1000, "p_value": 0.0127, "method": "exact"}}]})  # fmt: skip
 
     name: str
     role: Literal["champion", "challenger"]
