@@ -92,7 +92,7 @@ def run(stream_name: str, seed: int, n: int) -> dict[str, Any]:
 
 
 def _counts(lc: Any) -> dict[str, tuple[int, int]]:
-    out = {c.name: correct(c.score) for c in [lc.h.board.champion, *lc.h.board.challengers]}
+    out = {c.name: correct(c.scores()) for c in [lc.h.board.champion, *lc.h.board.challengers]}
     out["served"] = correct(lc.served)
     return out
 

@@ -415,8 +415,9 @@ def ids_run(store: str, n: int, with_ids: bool, work: Path) -> dict:
     }
 
 
-def with_registry(store: str, work: Path, body: Any) -> Any:
-    """Run ``await body(reg)`` on a registry (with model "m" created from IDS_SPEC) over a
+def with_registry(store: str, work: Path, body: Any, *, create: bool = True) -> Any:
+    """Run ``await body(reg)`` on a registry (with model "m" created from IDS_SPEC unless not
+    ``create``) over a
     fresh ``store`` in ``work`` (a redis-server of its own for "redis"); snapshots and closes
     the store after it, returns what the body returns."""
     from app.registry import Registry
@@ -434,7 +435,8 @@ def with_registry(store: str, work: Path, body: Any) -> Any:
         await st.open(5)
         reg = Registry(st, settings)
         await reg.recover()
-        await reg.create("m", IDS_SPEC)
+        if create:
+            await reg.create("m", IDS_SPEC)
         out = await body(reg)
         await reg.snapshot_all()
         await st.close()
@@ -620,6 +622,59 @@ def challengers_main(args) -> None:
         args.json.write_text(json.dumps(res, indent=2))
 
 
+def challengers_inprocess(args) -> None:
+    """``--challengers --inprocess``: the same measure on the registry's learn called directly
+    (no HTTP, so the overhead left is the registry's: queue, log append, bookkeeping): blocks
+    of 200 single learns alternated between ``alone`` and ``ch3``; per-block means, median."""
+    from app.registry import Example
+
+    n_blocks, block = args.repeats * 8, 200
+    stream = agrawal(args.warm + n_blocks * block)
+    warm_stream, live = stream[: args.warm], stream[args.warm :]
+
+    async def body(reg: Any) -> dict[str, Any]:
+        await reg.create("alone", SPEC)
+        await reg.create("ch3", {**SPEC, "champion": "ozabag", "challengers": CHALLENGERS})
+        for model in ("alone", "ch3"):
+            for i in range(0, len(warm_stream), 1000):
+                exs = [Example(x, y) for x, y in warm_stream[i : i + 1000]]
+                await reg.learn(model, exs, batch=True)
+        before = (await reg.leaderboard("ch3"))["candidates"]
+        means: dict[str, list[float]] = {"alone": [], "ch3": []}
+        for b in range(n_blocks):
+            rows = live[b * block : (b + 1) * block]
+            for model in ("alone", "ch3") if b % 2 == 0 else ("ch3", "alone"):
+                t0 = time.perf_counter()
+                for x, y in rows:
+                    await reg.learn(model, [Example(x, y)])
+                means[model].append((time.perf_counter() - t0) / len(rows))
+        after = (await reg.leaderboard("ch3"))["candidates"]
+        return {"means": means, "before": before, "after": after}
+
+    out = with_registry("sqlite", Path(tempfile.mkdtemp(prefix="chorus-bench-chi-")), body,
+                        create=False)  # fmt: skip
+    engine_us = {}
+    for a, b in zip(out["after"], out["before"], strict=True):
+        engine_us[a["name"]] = 1e6 * (a["engine_seconds"] - b["engine_seconds"]) / (
+            a["learned"] - b["learned"])  # fmt: skip
+    total = sum(engine_us.values())
+    alone = 1e6 * statistics.median(out["means"]["alone"])
+    ch3 = 1e6 * statistics.median(out["means"]["ch3"])
+    overhead = alone - engine_us["ozabag"]
+    emit(f"\nin-process registry.learn (no HTTP), SQLite, {n_blocks} alternated blocks of "
+         f"{block}, median of the blocks' means, warm {args.warm:,}\n")  # fmt: skip
+    emit("| | us |")
+    emit("|---|---:|")
+    for name, us in engine_us.items():
+        emit(f"| engine: {name} | {us:,.0f} |")
+    emit(f"| engine sum of the 4 | {total:,.0f} |")
+    emit(f"| learn, champion alone | {alone:,.0f} |")
+    emit(f"| learn, with 3 challengers | {ch3:,.0f} |")
+    emit(f"| overhead (alone - its engine) | {overhead:,.0f} |")
+    emit(f"| goal: 1.2 x engine sum + overhead | {1.2 * total + overhead:,.0f} |")
+    emit(f"\n(ch3 - overhead) / engine sum = {(ch3 - overhead) / total:.3f} (goal <= 1.2)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--store", choices=["sqlite", "redis"], default="sqlite")
@@ -637,9 +692,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="alternated durability on/off runs")
     ap.add_argument("--batched-only", action="store_true", help="only the batched-learn rate")
     ap.add_argument("--challengers", action="store_true", help="a /learn with 3 challengers")
+    ap.add_argument("--inprocess", action="store_true", help="with --challengers: no HTTP")
     args = ap.parse_args()
     if args.challengers:
-        challengers_main(args)
+        (challengers_inprocess if args.inprocess else challengers_main)(args)
         return
     if args.ids:
         ids_main(args)
