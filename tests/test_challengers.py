@@ -367,3 +367,41 @@ def test_replay_compare_gives_the_same_leaderboard_locally_and_on_a_server(tmp_p
     assert local["accuracy"] == served["accuracy"]  # the served predictions, the same
     bad = runner.invoke(cli, ["replay", str(path), "--local", "--compare", "nope:x"])
     assert bad.exit_code == 2 and "nope:x" in bad.output
+
+
+def test_challengers_count_in_the_memory_budget(client):
+    reg = client.app.state.registry
+    assert client.post("/models", json={**SPEC, "name": "a"}).status_code == 201
+    assert (
+        client.post("/models", json={**SPEC, "name": "b", "challengers": CHALLENGERS}).status_code
+        == 201
+    )
+    for m in ("a", "b"):
+        exs = [{"features": _ex(i), "label": _label(i)} for i in range(300)]
+        assert client.post("/learn", json={"model": m, "examples": exs}).status_code == 200
+    asyncio.run(reg.snapshot_all(force=True))  # (refreshes the estimates)
+    a, b = reg.models.peek("a").cost, reg.models.peek("b").cost
+    lb = client.get("/models/b/leaderboard").json()
+    challengers = sum(c["memory_bytes"] for c in lb["candidates"][1:])
+    assert b - a >= challengers > 0
+
+
+def test_two_processes_sharing_a_store_apply_each_others_control_records(make_settings):
+    """With a shared store (several workers), a challenger added and a promotion made by one
+    process are applied, in log order, by the other before it learns or reads."""
+    settings = make_settings(shared_store=True, read_staleness=0.0)
+
+    async def run():
+        async with _registry(settings) as one, _registry(settings) as two:
+            await one.create("m", {k: v for k, v in SPEC.items() if k != "name"})
+            await two.learn("m", [Example(_ex(i), _label(i)) for i in range(40)], batch=True)
+            await one.add_challengers("m", CHALLENGERS[:1])
+            await two.learn("m", [Example(_ex(i), _label(i)) for i in range(40, 80)], batch=True)
+            await one.promote("m", "ht")
+            await two.learn("m", [Example(_ex(i), _label(i)) for i in range(80, 120)], batch=True)
+            a, b = _board(await one.leaderboard("m")), _board(await two.leaderboard("m"))
+            assert a == b and a["champion"] == "ht" and a["seq"] == 122
+            assert [c["learned"] for c in a["candidates"]] == [80, 80]  # since the board began
+            _assert_same(_states(one.models.peek("m")), _states(two.models.peek("m")))
+
+    asyncio.run(run())

@@ -313,7 +313,7 @@ class Candidate(BaseModel):
     role: Literal["champion", "challenger"]
     spec: dict[str, Any]
     metrics: Metrics = Field(description="Its own predict-then-learn predictions, scored")
-    learned: int
+    learned: int = Field(description="Examples learned since it joined the leaderboard")
     skipped: int = Field(description="Examples it refused (its own limits): not learned")
     engine_seconds: float = Field(description="Its engine time in this process since load")
     examples_per_s: float | None
