@@ -405,3 +405,12 @@ def test_two_processes_sharing_a_store_apply_each_others_control_records(make_se
             _assert_same(_states(one.models.peek("m")), _states(two.models.peek("m")))
 
     asyncio.run(run())
+
+
+def test_the_champion_keeps_its_name_when_challengers_come_later(client):
+    assert client.post("/models", json={**SPEC, "champion": "stump"}).status_code == 201
+    assert client.get("/models/m/leaderboard").json()["candidates"] == []
+    r = client.post("/models/m/challengers", json={"challengers": CHALLENGERS[:1]})
+    assert [c["name"] for c in r.json()["candidates"]] == ["stump", "ht"]
+    r = client.post("/models/m/challengers", json={"challengers": [{"name": "stump"}]})
+    assert r.status_code == 422 and r.json()["detail"].startswith("challengers.0.name")

@@ -168,11 +168,12 @@ class Registry:
         spec = dict(spec)
         features, classes = spec.get("features"), spec.get("classes")
         chs, policy = spec.pop("challengers", None), spec.pop("promotion", None)
-        champion = spec.pop("champion", None) or challengers.INITIAL
+        named = spec.pop("champion", None)
+        champion = named or challengers.INITIAL
         model = challengers.build_engine(
             spec, where="spec", signs=self.recovery.signs, threads=self.settings.threads
         )
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {"champion": named} if named else {}
         if chs or policy is not None:
             if not NAME_RE.match(champion):
                 raise InvalidInput(f"champion: {champion!r} is not a candidate name ({NAME_RULE})")
