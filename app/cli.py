@@ -38,6 +38,7 @@ from app.replay import (
     ReplayError,
     ReplayReport,
     Scoreboard,
+    compare_specs,
     parse_spec,
     plot_curve,
     run_replay,
@@ -68,7 +69,7 @@ app = typer.Typer(
 )
 models_app = typer.Typer(
     cls=_WholeHelpGroup,
-    help="Create, list, show and delete models.",
+    help="Create, list, show and delete models; challengers, leaderboard, promotion.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -326,6 +327,74 @@ def models_delete(
     out.print(f"deleted model {name}")
 
 
+@models_app.command("challenge")
+def models_challenge(
+    name: Annotated[str, typer.Argument(help="The model.")],
+    challenger: Annotated[str, typer.Argument(help=f"The challenger's name ({NAME_RULE}).")],
+    spec: Annotated[str, typer.Option(help="ensemble:learner[:n_models[:seed]]")] = DEFAULT_SPEC,
+    param: Annotated[
+        list[str] | None, typer.Option("--param", "-p", help="Learner/ensemble param KEY=VALUE.")
+    ] = None,
+    server: ServerOpt = DEFAULT_URL,
+    api_key: ApiKeyOpt = None,
+) -> None:
+    """Add a challenger: it learns every example the model learns from now on."""
+    body = _spec_from(spec, None)
+    body["params"].update(_params(param))
+    with _client(server, api_key) as client:
+        _guard(client.add_challengers, name, [{"name": challenger, **body}])
+    out.print(f"model {name}: challenger {challenger} added ({_spec_text(body)})")
+
+
+@models_app.command("leaderboard")
+def models_leaderboard(
+    name: str, server: ServerOpt = DEFAULT_URL, api_key: ApiKeyOpt = None, as_json: JsonOpt = False
+) -> None:
+    """The model's champion and challengers on the same examples: accuracy (cumulative and
+    over the window), kappa, balanced accuracy, McNemar against the champion, speed, memory."""
+    with _client(server, api_key) as client:
+        lb = _guard(client.leaderboard, name)
+    if as_json:
+        _print_json(lb)
+        return
+    if not lb["candidates"]:
+        out.print(f"model {name} has no challengers")
+        return
+    print_leaderboard(lb)
+
+
+def print_leaderboard(lb: dict[str, Any], console: Console = out) -> None:
+    """Print a leaderboard (``GET /models/{name}/leaderboard``) as a table and its policy."""
+    table = Table("candidate", "role", "spec", "learned", "accuracy", "window", "kappa",
+                  "balanced", "b", "c", "p", "ex/s", "memory", box=None)  # fmt: skip
+    for c in lb["candidates"]:
+        m, t = c["metrics"], c["mcnemar"] or {}
+        table.add_row(c["name"], c["role"], _spec_text(c["spec"]), _fmt(c["learned"]),
+                      _fmt(m["accuracy"]), _fmt(m["window_accuracy"]), _fmt(m["kappa"]),
+                      _fmt(m["balanced_accuracy"]), _fmt(t.get("b")), _fmt(t.get("c")),
+                      _fmt(t.get("p_value")), _fmt(c["examples_per_s"], 0),
+                      f"{c['memory_bytes']:,}")  # fmt: skip
+    _print_table(table)
+    policy = lb["policy"]
+    rule = "manual" if not policy or not policy.get("auto") else (
+        f"auto: window {policy['window']}, min {policy['min_examples']}, "
+        f"alpha {policy['alpha']}, margin {policy['margin']}")  # fmt: skip
+    console.print(f"champion {lb['champion']}; {lb['promotions']} promotion(s); promotion {rule}")
+
+
+@models_app.command("promote")
+def models_promote(
+    name: Annotated[str, typer.Argument(help="The model.")],
+    challenger: Annotated[str, typer.Argument(help="The challenger to make the champion.")],
+    server: ServerOpt = DEFAULT_URL,
+    api_key: ApiKeyOpt = None,
+) -> None:
+    """Make a challenger the champion (the old champion becomes a challenger)."""
+    with _client(server, api_key) as client:
+        lb = _guard(client.promote, name, challenger)
+    out.print(f"model {name}: champion {lb['champion']}")
+
+
 # ---------------------------------------------------------------------------- predict / learn
 
 FeatureArgs = Annotated[
@@ -500,6 +569,8 @@ def print_report(report: ReplayReport, console: Console = out) -> None:
     console.print(table)
     if report.warning:
         console.print(f"[yellow]warning:[/] {escape(report.warning)}", markup=True)
+    if report.leaderboard:
+        print_leaderboard(report.leaderboard, console)
 
 
 TOP_FEATURES = 10  # features --importance prints
@@ -592,6 +663,24 @@ def replay(
         Path | None,
         typer.Option(help="--local: save the trained model as a snapshot (`chorus import` it)."),
     ] = None,
+    compare: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Challenger specs ensemble:learner[:n_models[:seed]] (repeat the option, or "
+            "separate them with commas): they learn the file beside the model, and the report "
+            "ends with the leaderboard (McNemar against the model, the champion).",
+            show_default=False,
+        ),
+    ] = None,
+    auto_promote: Annotated[
+        int | None,
+        typer.Option(
+            min=10,
+            help="With --compare: promote a challenger significantly better over the last N "
+            "examples (alpha 0.01, margin 0.01, at least N examples between promotions).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     progress: Annotated[
         bool, typer.Option(help="Show a progress bar (only on a terminal).")
@@ -622,6 +711,13 @@ def replay(
         spec = _spec_from(create or DEFAULT_SPEC, seed)
         spec["params"].update(_params(param))
     use_server = server is not None and not local
+    challengers = None
+    if compare:
+        try:
+            challengers = compare_specs(compare, seed=seed)
+        except ReplayError as exc:
+            fail(str(exc), 2)
+    policy = {"window": auto_promote, "min_examples": auto_promote} if auto_promote else None
     cats = [c.strip() for c in categorical.split(",") if c.strip()] if categorical else []
     live = _LiveProgress(progress and not as_json and err.is_terminal)
     client = ChorusClient(server, api_key=api_key) if use_server else None  # type: ignore[arg-type]
@@ -646,6 +742,8 @@ def replay(
             threads=threads,
             metric=metric,
             importance=importance,
+            compare=challengers,
+            promotion=policy,
         )
     except ReaderError as exc:
         fail(str(exc))
@@ -771,9 +869,16 @@ async def _import_blob(blob: bytes, name: str, settings: Any) -> int:
     from ensembles import load_state
 
     key = settings.snapshot_key.encode() if settings.snapshot_key else None
+    from app.registry.challengers import load_board
+
     try:
         state, meta = snapshot.decode(blob, key)
-        model = load_state(state)  # the engine accepts it before anything is stored
+        own, _ = load_board(
+            state, meta.get("board"), threads=1, metrics_window=settings.metrics_window
+        )
+        model = load_state(
+            own
+        )  # the engine accepts it (and its challengers) before anything is stored
     except CorruptSnapshot as exc:
         raise ReplayError(f"not a valid Chorus snapshot: {exc}") from None
     except (ValueError, KeyError, TypeError) as exc:
@@ -790,7 +895,7 @@ async def _import_blob(blob: bytes, name: str, settings: Any) -> int:
     # between the two writes below sees the log move and reloads from this snapshot
     seq = max(1, int(meta.get("seq") or 0))
     out_meta = {"name": name, "incarnation": spec["incarnation"], "seq": seq,
-                "metrics": meta.get("metrics")}  # fmt: skip
+                "metrics": meta.get("metrics"), "board": meta.get("board")}  # fmt: skip
     store = make_store(settings)
     await store.open(min(settings.startup_timeout, 10.0))
     try:

@@ -312,6 +312,9 @@ class _Core:
         params: Mapping[str, Any] | None = None,
         features: Mapping[str, str] | None = None,
         classes: Iterable[Any] | None = None,
+        challengers: Iterable[Mapping[str, Any]] | None = None,
+        promotion: Mapping[str, Any] | None = None,
+        champion: str | None = None,
     ) -> _Call:
         body: dict[str, Any] = {
             "name": name,
@@ -325,6 +328,12 @@ class _Core:
             body["n_models"] = n_models
         if seed is not None:
             body["seed"] = seed
+        if challengers is not None:
+            body["challengers"] = [dict(c) for c in challengers]
+        if promotion is not None:
+            body["promotion"] = dict(promotion)
+        if champion is not None:
+            body["champion"] = champion
         return _Call(
             "POST", "/models", lambda r: ModelInfo.from_json(r.json()), json=body, idempotent=False
         )
@@ -350,6 +359,31 @@ class _Core:
     @staticmethod
     def metrics(name: str) -> _Call:
         return _Call("GET", f"/models/{name}/metrics", lambda r: Metrics.from_json(r.json()))
+
+    @staticmethod
+    def leaderboard(name: str) -> _Call:
+        return _Call("GET", f"/models/{name}/leaderboard", lambda r: r.json())
+
+    @staticmethod
+    def add_challengers(
+        name: str, challengers: Iterable[Mapping[str, Any]], promotion: Any = ...
+    ) -> _Call:
+        body: dict[str, Any] = {"challengers": [dict(c) for c in challengers]}
+        if promotion is not ...:
+            body["promotion"] = dict(promotion) if promotion is not None else None
+        return _Call("POST", f"/models/{name}/challengers", lambda r: r.json(), body,
+                     idempotent=False)  # fmt: skip
+
+    @staticmethod
+    def promote(name: str, challenger: str) -> _Call:
+        # promoting the champion again changes nothing: a retry is safe
+        return _Call("POST", f"/models/{name}/promote", lambda r: r.json(),
+                     {"challenger": challenger})  # fmt: skip
+
+    @staticmethod
+    def remove_challenger(name: str, challenger: str) -> _Call:
+        return _Call("DELETE", f"/models/{name}/challengers/{challenger}", lambda r: None,
+                     idempotent=False)  # fmt: skip
 
     @staticmethod
     def learn(
@@ -574,7 +608,9 @@ class ChorusClient(_Base):
 
         Keywords: ``ensemble`` ("bagging"), ``learner`` ("hoeffding_tree"), ``n_models`` and
         ``seed`` (server defaults when omitted), ``params``, ``features`` (name -> "numeric" |
-        "categorical"), ``classes``.
+        "categorical"), ``classes``; ``challengers`` (specs, each with a ``name``),
+        ``promotion`` (the auto-promotion policy) and ``champion`` (the model's own candidate
+        name), see :meth:`add_challengers`.
         """
         try:
             return self._send(_Core.create_model(name, **spec))
@@ -604,6 +640,28 @@ class ChorusClient(_Base):
     def metrics(self, name: str) -> Metrics:
         """A model's live metrics."""
         return self._send(_Core.metrics(name))
+
+    # -- challengers
+
+    def leaderboard(self, name: str) -> dict[str, Any]:
+        """``GET /models/{name}/leaderboard``: per candidate its metrics, McNemar against the
+        champion (``b``, ``c``, ``p_value``), examples/s and memory."""
+        return self._send(_Core.leaderboard(name))
+
+    def add_challengers(
+        self, name: str, challengers: Iterable[Mapping[str, Any]], *, promotion: Any = ...
+    ) -> dict[str, Any]:
+        """Add challengers (specs with a ``name``: ``{"name": "arf", "ensemble": "arf"}``);
+        ``promotion`` sets the auto-promotion policy (``None`` clears it). The leaderboard."""
+        return self._send(_Core.add_challengers(name, challengers, promotion))
+
+    def promote(self, name: str, challenger: str) -> dict[str, Any]:
+        """Make ``challenger`` the champion (safe to retry). The leaderboard."""
+        return self._send(_Core.promote(name, challenger))
+
+    def remove_challenger(self, name: str, challenger: str) -> None:
+        """Drop one challenger."""
+        self._send(_Core.remove_challenger(name, challenger))
 
     # -- learning and predicting
 
@@ -751,6 +809,24 @@ class AsyncChorusClient(_Base):
     async def metrics(self, name: str) -> Metrics:
         """A model's live metrics."""
         return await self._send(_Core.metrics(name))
+
+    async def leaderboard(self, name: str) -> dict[str, Any]:
+        """See :meth:`ChorusClient.leaderboard`."""
+        return await self._send(_Core.leaderboard(name))
+
+    async def add_challengers(
+        self, name: str, challengers: Iterable[Mapping[str, Any]], *, promotion: Any = ...
+    ) -> dict[str, Any]:
+        """See :meth:`ChorusClient.add_challengers`."""
+        return await self._send(_Core.add_challengers(name, challengers, promotion))
+
+    async def promote(self, name: str, challenger: str) -> dict[str, Any]:
+        """See :meth:`ChorusClient.promote`."""
+        return await self._send(_Core.promote(name, challenger))
+
+    async def remove_challenger(self, name: str, challenger: str) -> None:
+        """See :meth:`ChorusClient.remove_challenger`."""
+        await self._send(_Core.remove_challenger(name, challenger))
 
     async def learn(
         self,

@@ -302,8 +302,8 @@ def _check_log(db: sqlite3.Connection, m: ModelCheck) -> None:
                 return
             for s, raw in _entries(seq, n, record):
                 rec = orjson.loads(raw)
-                if not isinstance(rec, dict) or "x" not in rec or "y" not in rec:
-                    raise ValueError(f"log entry {s} is not an example record")
+                if not isinstance(rec, dict) or not (("x" in rec and "y" in rec) or "op" in rec):
+                    raise ValueError(f"log entry {s} is not an example or control record")
             m.log_rows.append((seq, n, bytes(record)))
             m.log_to, expect = seq, seq + 1
     except (sqlite3.DatabaseError, ValueError) as exc:

@@ -222,3 +222,30 @@ def class_scores(cells: Counter, true: Counter, pred: Counter) -> tuple[float, f
             f1_sum += 2.0 * pr * r / (pr + r)
     g_mean = 0.0 if zero_recall else math.exp(log_sum / len(classes))
     return recall_sum / len(true), g_mean, f1_sum / len(classes)
+
+
+def mcnemar(b: int, c: int) -> dict[str, Any]:
+    """McNemar's paired test of two classifiers on the same examples: ``b`` examples only the
+    first got right, ``c`` only the second. Two-sided p-value, exact binomial (``b + c`` < 25,
+    where the chi-square approximation is poor) or chi-square with continuity correction.
+
+    Examples
+    --------
+    >>> mcnemar(0, 0)["p_value"]
+    1.0
+    >>> r = mcnemar(1, 9)
+    >>> r["method"], round(r["p_value"], 4)
+    ('exact', 0.0215)
+    >>> r = mcnemar(40, 70)
+    >>> r["method"], round(r["p_value"], 4)
+    ('chi2', 0.0057)
+    """
+    n = b + c
+    if n == 0:
+        return {"b": b, "c": c, "p_value": 1.0, "method": "exact"}
+    if n < 25:
+        k = min(b, c)
+        tail = sum(math.comb(n, i) for i in range(k + 1)) / 2.0**n
+        return {"b": b, "c": c, "p_value": min(1.0, 2.0 * tail), "method": "exact"}
+    chi2 = (abs(b - c) - 1.0) ** 2 / n
+    return {"b": b, "c": c, "p_value": math.erfc(math.sqrt(chi2 / 2.0)), "method": "chi2"}

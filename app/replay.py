@@ -36,6 +36,7 @@ __all__ = [
     "ReplayReport",
     "RowOutcome",
     "Scoreboard",
+    "compare_specs",
     "parse_spec",
     "row_id",
     "run_replay",
@@ -303,6 +304,91 @@ class LocalTarget:
             raise ReplayError(f"--importance: {exc}") from None
 
 
+def compare_specs(texts: list[str], *, seed: int | None = None) -> list[dict[str, Any]]:
+    """Challenger specs from ``ensemble:learner[:n_models[:seed]]`` texts (several may be
+    given in one, separated by commas or spaces), each named after its text (``:`` -> ``-``,
+    a repeated name gets ``.2``, ``.3``, ...).
+
+    Examples
+    --------
+    >>> [c["name"] for c in compare_specs(["arf:hoeffding_tree:10, srp:hoeffding_tree:10"])]
+    ['arf-hoeffding_tree-10', 'srp-hoeffding_tree-10']
+    >>> [c["name"] for c in compare_specs(["single:naive_bayes", "single:naive_bayes"])]
+    ['single-naive_bayes', 'single-naive_bayes.2']
+    """
+    out: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    for text in texts:
+        for one in text.replace(",", " ").split():
+            name = name_from(one.replace(":", "-"))
+            seen[name] = seen.get(name, 0) + 1
+            if seen[name] > 1:
+                name = f"{name}.{seen[name]}"
+            out.append({"name": name, **parse_spec(one, seed=seed)})
+    if not out:
+        raise ReplayError("--compare: give at least one spec, e.g. arf:hoeffding_tree:10")
+    return out
+
+
+class CompareTarget:
+    """A model with challengers in this process (``--compare``): the service's board
+    (:class:`app.registry.challengers.LocalCandidates`), the champion's predictions scored as
+    served ones, every candidate on the leaderboard."""
+
+    def __init__(self, spec: dict[str, Any], compare: list[dict[str, Any]],
+                 policy: dict[str, Any] | None, threads: int, window: int) -> None:  # fmt: skip
+        self.spec = spec
+        self.compare = compare
+        self.policy = policy
+        self.threads = threads
+        self.window = window
+        self.description = "local"
+        self.lc: Any = None
+
+    def prepare(self, info: FileInfo) -> None:
+        from app.errors import InvalidInput
+        from app.registry.challengers import LocalCandidates
+
+        declared = {**self.spec, "features": info.features, "classes": info.classes or None}
+        try:
+            self.lc = LocalCandidates(declared, self.compare, self.policy,
+                                      champion=champion_name(self.spec), threads=self.threads,
+                                      metrics_window=self.window)  # fmt: skip
+        except InvalidInput as exc:
+            raise ReplayError(f"bad model spec: {exc.detail}") from None
+        self.spec = {**self.spec, "seed": self.lc.h.model.spec()["seed"]}
+
+    def step(self, batch: list[Example], ids: list[str]) -> list[RowOutcome]:
+        return _outcomes(batch, self.lc.predict_learn([e.x for e in batch], [e.y for e in batch]))
+
+    def n_seen(self) -> int:
+        return int(self.lc.h.model.n_seen)
+
+    def server_metrics(self) -> dict[str, Any] | None:
+        return None
+
+    def leaderboard(self) -> dict[str, Any]:
+        return self.lc.leaderboard()
+
+    def importance(self) -> dict[str, Any]:
+        """The champion's feature importance (``feature_importance``)."""
+        try:
+            return self.lc.h.model.feature_importance()
+        except ValueError as exc:
+            raise ReplayError(f"--importance: {exc}") from None
+
+
+def champion_name(spec: dict[str, Any]) -> str:
+    """The champion's candidate name in a ``--compare`` replay (its spec as text).
+
+    Examples
+    --------
+    >>> champion_name({"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 10})
+    'bagging-hoeffding_tree-10'
+    """
+    return name_from(f"{spec['ensemble']}-{spec['learner']}-{spec.get('n_models', 1)}")
+
+
 class ServerTarget:
     """A model on a Chorus server."""
 
@@ -314,8 +400,12 @@ class ServerTarget:
         *,
         resume: bool,
         path: str = "the file",
+        compare: list[dict[str, Any]] | None = None,
+        policy: dict[str, Any] | None = None,
     ) -> None:
         self.client = client
+        self.compare = compare
+        self.policy = policy
         self.path = path
         self.name = name
         self.spec = spec
@@ -331,15 +421,21 @@ class ServerTarget:
             existing = None
         if existing is None:
             spec = self.spec or parse_spec(DEFAULT_SPEC)
+            extra: dict[str, Any] = {}
+            if self.compare:
+                extra = {"challengers": self.compare, "champion": champion_name(spec)}
+                if self.policy is not None:
+                    extra["promotion"] = self.policy
             try:
                 created = self.client.create_model(
-                    self.name, **spec, features=info.features, classes=info.classes or None
-                )
+                    self.name, **spec, features=info.features, classes=info.classes or None,
+                    **extra,
+                )  # fmt: skip
             except Conflict:  # created concurrently (or by a retried request): use it
                 created = self.client.get_model(self.name)
             self.spec = created.spec
             return
-        if self.spec is not None and not self.resume:
+        if (self.spec is not None or self.compare) and not self.resume:
             raise ReplayError(
                 f"model {self.name!r} already exists on {self.client.base_url}; "
                 "drop --create/--seed/--param to learn into it, pass --resume to continue an "
@@ -381,6 +477,9 @@ class ServerTarget:
     def importance(self) -> dict[str, Any]:
         """The model's feature importance (``GET /models/{name}/importance``)."""
         return self.client.importance(self.name)
+
+    def leaderboard(self) -> dict[str, Any] | None:
+        return self.client.leaderboard(self.name) if self.compare else None
 
 
 # ------------------------------------------------------------------------------- the loop
@@ -426,6 +525,7 @@ class ReplayReport:
     interrupted: bool = False
     error: str | None = None
     sha1: str = ""
+    leaderboard: dict[str, Any] | None = None
     curve: list[tuple[int, float, float]] = field(default_factory=list, repr=False)
     curve_metric: str = field(default="accuracy", repr=False)
     outcomes: list[RowOutcome] | None = field(default=None, repr=False)
@@ -465,6 +565,8 @@ def run_replay(
     threads: int = 1,
     metric: str = "accuracy",
     importance: bool = False,
+    compare: list[dict[str, Any]] | None = None,
+    promotion: dict[str, Any] | None = None,
 ) -> ReplayReport:
     """Replay a file prequentially into a local model (``client=None``) or a server model.
 
@@ -512,6 +614,13 @@ def run_replay(
         What the learning curve (``report.curve``, ``--plot``) follows: ``accuracy`` (default),
         ``balanced_accuracy``, ``g_mean`` or ``macro_f1`` (on an imbalanced stream accuracy
         flatters: see ``report.warning``).
+    compare
+        Challenger specs (:func:`compare_specs`): the model (the champion) learns the file with
+        them as its challengers, and ``report.leaderboard`` is the service's leaderboard
+        (locally: the same code, in this process; on a server: ``GET .../leaderboard``). The
+        report's scores are the served predictions' (the champion of the moment's).
+    promotion
+        With ``compare``: the auto-promotion policy (docs/http-api.md, *Challengers*).
 
     Returns
     -------
@@ -536,13 +645,22 @@ def run_replay(
     name = model or default_model_name(path)
     if save is not None and client is not None:
         raise ReplayError("--save works with --local; for a server model use `chorus export`")
+    if promotion is not None and not compare:
+        raise ReplayError("--auto-promote needs --compare")
     if client is None:
         if resume:
             raise ReplayError("--resume needs --server: a local replay keeps no state between runs")
-        runner: Target = LocalTarget(spec or parse_spec(DEFAULT_SPEC), threads)
+        if compare:
+            if save is not None:
+                raise ReplayError("--save does not take --compare (export the champion instead)")
+            runner: Target = CompareTarget(spec or parse_spec(DEFAULT_SPEC), compare, promotion,
+                                           threads, window)  # fmt: skip
+        else:
+            runner = LocalTarget(spec or parse_spec(DEFAULT_SPEC), threads)
         mode = "local"
     else:
-        runner = ServerTarget(client, name, spec, resume=resume, path=str(path))
+        runner = ServerTarget(client, name, spec, resume=resume, path=str(path), compare=compare,
+                              policy=promotion)  # fmt: skip
         mode = "server"
     runner.prepare(info)
 
@@ -655,6 +773,8 @@ def _finish(report: ReplayReport, board: Scoreboard, runner: Target) -> None:
     try:
         report.n_seen = runner.n_seen()
         report.server_metrics = runner.server_metrics()
+        ranking = getattr(runner, "leaderboard", None)
+        report.leaderboard = ranking() if ranking is not None else None
     except Exception as exc:  # the report is still worth printing
         report.error = report.error or f"could not read the model's state: {exc}"
 

@@ -43,6 +43,9 @@ class Settings(BaseSettings):
         of its examples' feature counts): the bound on one request's engine work, refused (413)
         before any of it starts. The default admits 250 examples of 1,000 features (about a
         second of a 10-tree ensemble's work on a busy 2-core machine).
+    max_challengers
+        Largest number of challengers one model may have (each one is a whole model's memory
+        and engine time on every example the model learns).
     max_body_bytes
         Largest request body accepted.
     sqlite_synchronous
@@ -125,6 +128,7 @@ class Settings(BaseSettings):
     prediction_ttl: float = Field(3600.0, gt=0)
     keep_predictions: bool = True
     max_batch: int = Field(1000, ge=1)
+    max_challengers: int = Field(8, ge=0, le=64)
     max_batch_values: int = Field(250_000, ge=1)
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     sqlite_synchronous: Literal["OFF", "NORMAL", "FULL"] = "NORMAL"

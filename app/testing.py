@@ -7,6 +7,7 @@ Not imported by the service itself.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -16,10 +17,28 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Container
+from collections.abc import AsyncIterator, Container
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextlib.asynccontextmanager
+async def open_registry(settings: Any) -> AsyncIterator[Any]:
+    """A recovered :class:`app.registry.Registry` on its own connection to the store of
+    ``settings`` (one per simulated "process"), closed on exit."""
+    from app.registry import Registry
+    from app.stores import make_store
+
+    store = make_store(settings)
+    await store.open(5)
+    try:
+        reg = Registry(store, settings)
+        await reg.recover()
+        yield reg
+    finally:
+        await store.close()
 
 
 def free_port() -> int:

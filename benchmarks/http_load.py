@@ -17,6 +17,10 @@ Usage::
                               [--connections 16] [--repeats 3] [--no-chantilly] [--json out.json]
     python benchmarks/http_load.py --ids 20000 [--ids-stores sqlite,redis] [--repeats 2]
     python benchmarks/http_load.py --batched-only [--warm 60000] [--repeats 3] [--store ...]
+    python benchmarks/http_load.py --challengers [--warm 5000] [--repeats 3] [--json out.json]
+
+``--challengers``: a single ``/learn`` of a model with 3 challengers against the sum of the 4
+models' engine times plus one request's overhead (issue 38; :func:`challengers_main`).
 
 ``--batched-only`` measures only batched ``POST /learn`` (1,000 examples a request, one
 connection, a fresh server and model per run): examples/s by the wall clock and per CPU second
@@ -411,8 +415,9 @@ def ids_run(store: str, n: int, with_ids: bool, work: Path) -> dict:
     }
 
 
-def with_registry(store: str, work: Path, body: Any) -> Any:
-    """Run ``await body(reg)`` on a registry (with model "m" created from IDS_SPEC) over a
+def with_registry(store: str, work: Path, body: Any, *, create: bool = True) -> Any:
+    """Run ``await body(reg)`` on a registry (with model "m" created from IDS_SPEC unless not
+    ``create``) over a
     fresh ``store`` in ``work`` (a redis-server of its own for "redis"); snapshots and closes
     the store after it, returns what the body returns."""
     from app.registry import Registry
@@ -430,7 +435,8 @@ def with_registry(store: str, work: Path, body: Any) -> Any:
         await st.open(5)
         reg = Registry(st, settings)
         await reg.recover()
-        await reg.create("m", IDS_SPEC)
+        if create:
+            await reg.create("m", IDS_SPEC)
         out = await body(reg)
         await reg.snapshot_all()
         await st.close()
@@ -531,6 +537,156 @@ def ids_main(args) -> None:
         )
 
 
+CHALLENGERS = [
+    {"name": "arf", "ensemble": "arf", "learner": "hoeffding_tree", "n_models": 10, "seed": 1},
+    {"name": "srp", "ensemble": "srp", "learner": "hoeffding_tree", "n_models": 10, "seed": 1},
+    {"name": "boost", "ensemble": "boosting", "learner": "hoeffding_tree", "n_models": 10,
+     "seed": 1},
+]  # fmt: skip
+
+
+def challengers_main(args) -> None:
+    """``--challengers``: what a ``/learn`` costs with 3 challengers (issue 38).
+
+    One server (SQLite), two models fed the same Agrawal stream: ``alone`` (OzaBag(HT, 10)) and
+    ``ch3`` (the same champion with ARF(10), SRP(10) and OzaBoost(HT, 10) as challengers).
+    After ``--warm`` batched examples each, blocks of sequential single ``POST /learn`` on one
+    connection, alternated between the two models (the same examples). The engine time of each
+    candidate per example is the server's own (the leaderboard's ``engine_seconds`` over the
+    measured examples; ``alone`` has a leaderboard of its champion only, no challengers, for
+    its own); one request's overhead is ``alone``'s latency minus its engine time. The goal: latency(ch3) <= 1.2 x (sum of the 4 engine times) + the overhead.
+    """
+    work = Path(tempfile.mkdtemp(prefix="chorus-bench-ch-"))
+    env = {"CHORUS_DATA_DIR": str(work / "data"), "CHORUS_SNAPSHOT_INTERVAL": "3600",
+           "CHORUS_SNAPSHOT_EVERY": "1000000", "CHORUS_WARMUP": "bagging,boosting,arf,srp"}  # fmt: skip
+    n_blocks, block = args.repeats * 4, 200
+    stream = agrawal(args.warm + n_blocks * block)
+    warm_stream, live = stream[: args.warm], stream[args.warm :]
+    lat: dict[str, list[float]] = {"alone": [], "ch3": []}
+    try:
+        server = start_chorus(free_port(), env)
+        try:
+            with httpx.Client(base_url=server.url, trust_env=False, timeout=120) as c:
+                # alone keeps a leaderboard of its champion only (no challengers): its own
+                # engine time, so the overhead is its latency minus that
+                c.post("/models", json={"name": "alone", **SPEC, "champion": "alone",
+                                        "promotion": {"auto": False}}).raise_for_status()  # fmt: skip
+                c.post("/models", json={"name": "ch3", **SPEC, "champion": "ozabag",
+                                        "challengers": CHALLENGERS}).raise_for_status()  # fmt: skip
+                for model in ("alone", "ch3"):
+                    for i in range(0, len(warm_stream), 1000):
+                        exs = [{"features": x, "label": y} for x, y in warm_stream[i : i + 1000]]
+                        c.post("/learn", json={"model": model, "examples": exs}).raise_for_status()
+                before = c.get("/models/ch3/leaderboard").json()["candidates"]
+                before += c.get("/models/alone/leaderboard").json()["candidates"]
+                for b in range(n_blocks):
+                    rows = live[b * block : (b + 1) * block]
+                    for model in ("alone", "ch3") if b % 2 == 0 else ("ch3", "alone"):
+                        for x, y in rows:
+                            body = {"model": model, "features": x, "label": y}
+                            t0 = time.perf_counter()
+                            c.post("/learn", json=body).raise_for_status()
+                            lat[model].append(time.perf_counter() - t0)
+                after = c.get("/models/ch3/leaderboard").json()["candidates"]
+                after += c.get("/models/alone/leaderboard").json()["candidates"]
+        finally:
+            server.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    engine_us = {}
+    for a, b in zip(after, before, strict=True):
+        n = a["learned"] - b["learned"]
+        engine_us[a["name"]] = 1e6 * (a["engine_seconds"] - b["engine_seconds"]) / n
+    alone_engine = engine_us.pop("alone")
+    total = sum(engine_us.values())
+    res: dict[str, Any] = {"engine_us": engine_us, "engine_sum_us": total,
+                           "alone_engine_us": alone_engine}  # fmt: skip
+    for model, v in lat.items():
+        res[f"{model}_mean_us"] = 1e6 * statistics.fmean(v)
+        res[f"{model}_p50_us"] = 1e6 * statistics.median(v)
+    for stat in ("mean", "p50"):
+        overhead = res[f"alone_{stat}_us"] - alone_engine
+        res[f"overhead_{stat}_us"] = overhead
+        res[f"bound_{stat}_us"] = 1.2 * total + overhead
+        res[f"ratio_{stat}"] = (res[f"ch3_{stat}_us"] - overhead) / total
+    emit(f"\n/learn with 3 challengers: OzaBag(HT,10) champion; ARF(10), SRP(10), OzaBoost(HT,10); "
+         f"SQLite, 1 connection, {n_blocks} alternated blocks of {block} sequential learns, warm "
+         f"{args.warm:,}, {os.cpu_count()} cores\n")  # fmt: skip
+    emit("| candidate | engine us / example |")
+    emit("|---|---:|")
+    for name, us in engine_us.items():
+        emit(f"| {name} | {us:,.0f} |")
+    emit(f"| sum of the 4 | {total:,.0f} |")
+    emit(f"| (the champion alone, in its own model) | {alone_engine:,.0f} |\n")
+    emit("| | mean us | p50 us |")
+    emit("|---|---:|---:|")
+    for key, label in (("alone", "/learn, champion alone"), ("ch3", "/learn, with 3 challengers"),
+                       ("overhead", "one request's overhead (alone - its engine)"),
+                       ("bound", "goal: 1.2 x engine sum + overhead")):  # fmt: skip
+        emit(f"| {label} | {res[f'{key}_mean_us']:,.0f} | {res[f'{key}_p50_us']:,.0f} |")
+    emit(f"\n(ch3 latency - overhead) / engine sum: mean {res['ratio_mean']:.3f}, "
+         f"p50 {res['ratio_p50']:.3f} (goal <= 1.2)")  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=2))
+
+
+def challengers_inprocess(args) -> None:
+    """``--challengers --inprocess``: the same measure on the registry's learn called directly
+    (no HTTP, so the overhead left is the registry's: queue, log append, bookkeeping): blocks
+    of 200 single learns alternated between ``alone`` and ``ch3``; per-block means, median."""
+    from app.registry import Example
+
+    n_blocks, block = args.repeats * 8, 200
+    stream = agrawal(args.warm + n_blocks * block)
+    warm_stream, live = stream[: args.warm], stream[args.warm :]
+
+    async def body(reg: Any) -> dict[str, Any]:
+        await reg.create("alone", {**SPEC, "champion": "alone", "promotion": {"auto": False}})
+        await reg.create("ch3", {**SPEC, "champion": "ozabag", "challengers": CHALLENGERS})
+        for model in ("alone", "ch3"):
+            for i in range(0, len(warm_stream), 1000):
+                exs = [Example(x, y) for x, y in warm_stream[i : i + 1000]]
+                await reg.learn(model, exs, batch=True)
+        before = (await reg.leaderboard("ch3"))["candidates"]
+        before += (await reg.leaderboard("alone"))["candidates"]
+        means: dict[str, list[float]] = {"alone": [], "ch3": []}
+        for b in range(n_blocks):
+            rows = live[b * block : (b + 1) * block]
+            for model in ("alone", "ch3") if b % 2 == 0 else ("ch3", "alone"):
+                t0 = time.perf_counter()
+                for x, y in rows:
+                    await reg.learn(model, [Example(x, y)])
+                means[model].append((time.perf_counter() - t0) / len(rows))
+        after = (await reg.leaderboard("ch3"))["candidates"]
+        after += (await reg.leaderboard("alone"))["candidates"]
+        return {"means": means, "before": before, "after": after}
+
+    out = with_registry("sqlite", Path(tempfile.mkdtemp(prefix="chorus-bench-chi-")), body,
+                        create=False)  # fmt: skip
+    engine_us = {}
+    for a, b in zip(out["after"], out["before"], strict=True):
+        engine_us[a["name"]] = 1e6 * (a["engine_seconds"] - b["engine_seconds"]) / (
+            a["learned"] - b["learned"])  # fmt: skip
+    alone_engine = engine_us.pop("alone")
+    total = sum(engine_us.values())
+    alone = 1e6 * statistics.median(out["means"]["alone"])
+    ch3 = 1e6 * statistics.median(out["means"]["ch3"])
+    overhead = alone - alone_engine
+    emit(f"\nin-process registry.learn (no HTTP), SQLite, {n_blocks} alternated blocks of "
+         f"{block}, median of the blocks' means, warm {args.warm:,}\n")  # fmt: skip
+    emit("| | us |")
+    emit("|---|---:|")
+    for name, us in engine_us.items():
+        emit(f"| engine: {name} | {us:,.0f} |")
+    emit(f"| engine sum of the 4 | {total:,.0f} |")
+    emit(f"| engine: the champion alone, in its own model | {alone_engine:,.0f} |")
+    emit(f"| learn, champion alone | {alone:,.0f} |")
+    emit(f"| learn, with 3 challengers | {ch3:,.0f} |")
+    emit(f"| overhead (alone - its engine) | {overhead:,.0f} |")
+    emit(f"| goal: 1.2 x engine sum + overhead | {1.2 * total + overhead:,.0f} |")
+    emit(f"\n(ch3 - overhead) / engine sum = {(ch3 - overhead) / total:.3f} (goal <= 1.2)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--store", choices=["sqlite", "redis"], default="sqlite")
@@ -547,7 +703,12 @@ def main() -> None:
     ap.add_argument("--wrk-threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3, help="alternated durability on/off runs")
     ap.add_argument("--batched-only", action="store_true", help="only the batched-learn rate")
+    ap.add_argument("--challengers", action="store_true", help="a /learn with 3 challengers")
+    ap.add_argument("--inprocess", action="store_true", help="with --challengers: no HTTP")
     args = ap.parse_args()
+    if args.challengers:
+        (challengers_inprocess if args.inprocess else challengers_main)(args)
+        return
     if args.ids:
         ids_main(args)
         return

@@ -7,7 +7,6 @@ Real stores only: SQLite files, a spawned ``redis-server``, two uvicorn workers.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 
@@ -15,10 +14,10 @@ import httpx
 import pytest
 
 from app.errors import ModelNotFound, PredictionExpired, PredictionNotFound
-from app.registry import Example, Registry
+from app.registry import Example
 from app.settings import Settings
 from app.stores import make_store
-from app.testing import ChorusServer
+from app.testing import ChorusServer, open_registry
 
 pytest.importorskip("ensembles")
 
@@ -40,17 +39,7 @@ def settings(request, tmp_path):
     return lambda **kw: Settings(**{**base, **kw})
 
 
-@contextlib.asynccontextmanager
-async def _registry(settings: Settings):
-    """A recovered registry on its own connection to the store (one per "process")."""
-    store = make_store(settings)
-    await store.open(5)
-    try:
-        reg = Registry(store, settings)
-        await reg.recover()
-        yield reg
-    finally:
-        await store.close()
+_registry = open_registry
 
 
 # ------------------------------------------------------------------ item 1: two real workers

@@ -7,7 +7,6 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from app import validate
 from app.errors import (
     InvalidInput,
     ModelBroken,
@@ -16,8 +15,8 @@ from app.errors import (
     NotReady,
 )
 from app.names import NAME_RE, NAME_RULE
-from app.registry import views
-from app.registry.common import WHOLE_MODEL, engine, engine_spec, is_river_spec, off_loop
+from app.registry import challengers, views
+from app.registry.common import WHOLE_MODEL, off_loop
 from app.registry.common import store_call as _store
 from app.registry.handles import Example, Handle, ModelMetrics
 from app.registry.keeper import PredictionKeeper
@@ -25,7 +24,6 @@ from app.registry.loaded import LoadedModels
 from app.registry.reader import ModelReader
 from app.registry.recovery import DAMAGED, Recovery
 from app.registry.writer import ModelWriter
-from app.river_check import check_river_params
 from app.settings import Settings
 from app.stores.base import Store, new_incarnation
 
@@ -167,30 +165,32 @@ class Registry:
         self._check_ready()
         if not NAME_RE.match(name):
             raise InvalidInput(f"name: {name!r} is not a model name ({NAME_RULE})")
-        ensembles, learners = engine()
+        spec = dict(spec)
         features, classes = spec.get("features"), spec.get("classes")
-        for fld, value in spec.items():
-            validate.check(value, fld)
-        if is_river_spec(spec):
-            check_river_params(spec["learner"], dict(spec.get("params") or {}))
-        try:
-            model = ensembles.build_model(engine_spec(spec))
-            model.declare(features=features, classes=classes)
-        except learners.ParamError as exc:  # the engine's own bounds (learners.native)
-            raise InvalidInput(f"params.{exc.param}: {exc}") from exc
-        except (ValueError, TypeError, KeyError, ImportError, OverflowError) as exc:
-            raise InvalidInput(f"spec: {exc}") from exc
-        if is_river_spec(spec) and not self.recovery.signs:
-            raise InvalidInput(
-                "learner: river-backed models are snapshotted with pickle, so they need "
-                "CHORUS_SNAPSHOT_KEY (an HMAC key kept outside the store) to be set on the server"
-            )
+        chs, policy = spec.pop("challengers", None), spec.pop("promotion", None)
+        named = spec.pop("champion", None)
+        champion = named or challengers.INITIAL
+        model = challengers.build_engine(
+            spec, where="spec", signs=self.recovery.signs, threads=self.settings.threads
+        )
+        extra: dict[str, Any] = {"champion": named} if named else {}
+        if chs or policy is not None:
+            if not NAME_RE.match(champion):
+                raise InvalidInput(f"champion: {champion!r} is not a candidate name ({NAME_RULE})")
+            built = self._challengers(chs or [], {champion}, features, classes)
+            extra = {"challengers": [c for c, _ in built], "champion": champion,
+                     "promotion": challengers.check_policy(policy)}  # fmt: skip
         model.threads = self.settings.threads
         stored = {**model.spec(), "features": features, "classes": classes,
-                  "incarnation": new_incarnation()}  # fmt: skip
+                  "incarnation": new_incarnation(), **extra}  # fmt: skip
+        board = challengers.initial_board(
+            stored, model, signs=self.recovery.signs, threads=self.settings.threads,
+            metrics_window=self.settings.metrics_window,
+        )  # fmt: skip
         if not await _store(self.store.create_model(name, stored)):
             raise ModelExists(f"model {name!r} already exists")
-        h = Handle(name, stored, model, metrics=ModelMetrics(self.settings.metrics_window))
+        h = Handle(name, stored, model, metrics=ModelMetrics(self.settings.metrics_window),
+                   board=board)  # fmt: skip
         self.models.add(h)
         return views.describe(h)
 
@@ -289,6 +289,76 @@ class Registry:
         ex = Example(x, label, 1.0, key or f"pid:{prediction_id}", served)
         (result,) = await self.writer.learn(h, [ex])  # not tried on another incarnation
         return result
+
+    # ----------------------------------------------------------------- challengers
+    def _challengers(self, specs: Any, taken: set[str], features: Any,
+                     classes: Any) -> list[tuple[dict[str, Any], Any]]:  # fmt: skip
+        return challengers.declared_challengers(
+            specs, taken=taken, limit=self.settings.max_challengers, signs=self.recovery.signs,
+            threads=self.settings.threads, features=features, classes=classes,
+        )  # fmt: skip
+
+    async def add_challengers(self, name: str, specs: list[dict[str, Any]],
+                              policy: dict[str, Any] | None = None,
+                              set_policy: bool = False) -> dict[str, Any]:  # fmt: skip
+        """Add challengers to a model (and set or clear its promotion policy with
+        ``set_policy``): one control record in its log. Returns the leaderboard."""
+        h = await self._get(name)
+        checked = challengers.check_policy(policy)
+
+        def make(h: Handle) -> dict[str, Any]:
+            board = h.board
+            taken = {board.champion.name, *(c.name for c in board.challengers)} if board else {
+                h.spec.get("champion") or challengers.INITIAL}  # fmt: skip
+            built = self._challengers(specs, taken, h.spec.get("features"), h.spec.get("classes"))
+            rec: dict[str, Any] = {"op": "challengers", "add": [c for c, _ in built]}
+            if set_policy:
+                rec |= {"set_policy": True, "promotion": checked}
+            return rec
+
+        await self.writer.control(h, make)
+        return await self.leaderboard(name)
+
+    async def remove_challenger(self, name: str, challenger: str) -> None:
+        """Remove one challenger (a control record in the model's log)."""
+        h = await self._get(name)
+
+        def make(h: Handle) -> dict[str, Any]:
+            if h.board is None or h.board.find(challenger) is None:
+                raise ModelNotFound(f"model {name!r} has no challenger {challenger!r}")
+            return {"op": "challengers", "remove": [challenger]}
+
+        await self.writer.control(h, make)
+
+    async def promote(self, name: str, challenger: str) -> dict[str, Any]:
+        """Make ``challenger`` the model's champion (one control record in its log; the old
+        champion becomes a challenger). Promoting the champion again changes nothing (a retry
+        after a lost answer). Returns the leaderboard."""
+        h = await self._get(name)
+
+        def make(h: Handle) -> dict[str, Any] | None:
+            board = h.board
+            if board is not None and board.champion.name == challenger:
+                return None
+            if board is None or board.find(challenger) is None:
+                raise ModelNotFound(f"model {name!r} has no challenger {challenger!r}")
+            return {"op": "promote", "name": challenger}
+
+        await self.writer.control(h, make)
+        return await self.leaderboard(name)
+
+    async def leaderboard(self, name: str) -> dict[str, Any]:
+        """Every candidate's scores, McNemar against the champion, speed and memory."""
+        self._check_ready()
+        h = await self.reader.fresh(name, always=True)
+        return await off_loop(h, WHOLE_MODEL, challengers.leaderboard, h)
+
+    def boards(self) -> Iterator[tuple[str, Any]]:
+        """``(name, leaderboard)`` of each model in memory with challengers, not busy (for
+        Prometheus)."""
+        for h in self.models:
+            if h.board is not None and not h.engine.locked():
+                yield h.name, challengers.leaderboard(h)
 
     # ----------------------------------------------------------------- predicting
     async def predict(

@@ -34,13 +34,20 @@ def model_bytes(model: Any) -> int:
     return int(mb) if mb is not None else 2 * int(model.state_bytes)
 
 
+def arrays_bytes(h: Handle) -> int:
+    """``model_bytes`` of the model's engine, and of its challengers' engines with their
+    scores (:mod:`app.registry.challengers`): engine work, under the engine lock."""
+    board = h.board
+    return model_bytes(h.model) + (board.nbytes() if board is not None else 0)
+
+
 def estimate_cost(h: Handle, arrays: int | None = None) -> int:
     """Estimated bytes a loaded model holds: its arrays and schema (``model_bytes``, or
     ``arrays`` when the caller measured it), its filter of seen ids and the ids not yet in the
     store (durability ``none``), and :data:`MODEL_OVERHEAD`."""
     unsaved = sum(key_cost(k, v) for k, (_, v) in h.unsaved_ids.items())
     if arrays is None:
-        arrays = model_bytes(h.model)
+        arrays = arrays_bytes(h)
     return MODEL_OVERHEAD + arrays + h.ids.nbytes + unsaved
 
 
@@ -121,6 +128,7 @@ class Handle:
     writer: asyncio.Task | None = None
     cost: int = 0  # estimated bytes in memory (LoadedModels' budget), updated at load / snapshot
     unsettled: Any = None  # an append whose answer was lost (stores.OutcomeUnknown): outcomes.py
+    board: Any = None  # champion and challengers (app.registry.challengers.Board), if any
 
     @property
     def incarnation(self) -> str:
@@ -146,5 +154,5 @@ class Handle:
             fresh.snap_seq,
         )
         self.metrics, self.ids, self.unsaved_ids = fresh.metrics, fresh.ids, fresh.unsaved_ids
-        self.cost = fresh.cost
+        self.cost, self.board = fresh.cost, fresh.board
         self.dirty = False

@@ -28,7 +28,7 @@ from typing import Any
 
 from app.errors import CorruptSnapshot, ModelBroken, ModelNotFound, StoreUnavailable
 from app.registry.common import WHOLE_MODEL, off_loop, store_call
-from app.registry.handles import Handle, estimate_cost, model_bytes
+from app.registry.handles import Handle, arrays_bytes, estimate_cost
 from app.registry.outcomes import reconcile
 from app.registry.recovery import LogGap, Recovery, Unloadable
 from app.stores.base import incarnation_of
@@ -298,7 +298,7 @@ class LoadedModels:
             if h.dirty or self._costed.get(h.name) == mark:
                 continue
             self._costed[h.name] = mark
-            arrays = await off_loop(h, WHOLE_MODEL, model_bytes, h.model)
+            arrays = await off_loop(h, WHOLE_MODEL, arrays_bytes, h)
             before = h.cost
             h.cost = estimate_cost(h, arrays)
             self._recount(h, before)

@@ -16,6 +16,7 @@ import orjson
 
 from app import snapshot as codec
 from app.errors import CorruptSnapshot, ModelNotFound, StoreDamaged, StoreUnavailable
+from app.registry import challengers
 from app.registry.common import (
     STORE_ERRORS,
     WHOLE_MODEL,
@@ -26,7 +27,7 @@ from app.registry.common import (
     off_loop,
     store_call,
 )
-from app.registry.handles import Handle, ModelMetrics, estimate_cost, model_bytes
+from app.registry.handles import Handle, ModelMetrics, arrays_bytes, estimate_cost
 from app.settings import Settings
 from app.stores.base import ModelGone, Store, incarnation_of
 
@@ -36,6 +37,18 @@ _MAX_ATTEMPTS = 3
 _REPLAY_CHUNK = 1000
 # how the reason of a model broken by damaged store data begins (``/readyz`` counts them)
 DAMAGED = "the store cannot read this model's data"
+
+
+def learn_rows(h: Handle, X: list[dict], ys: list, ws: list) -> list[dict]:
+    """Predict-then-learn rows by the champion (its probabilities returned) and then by every
+    challenger (:meth:`~app.registry.challengers.Board.learn`): the one engine step of a live
+    learn and of a replay (engine work: under the model's engine lock)."""
+    if h.board is None:
+        return h.model.predict_learn_many(X, ys, ws)
+    t0 = time.perf_counter()
+    probas = h.model.predict_learn_many(X, ys, ws)
+    h.board.learn(X, ys, ws, probas, time.perf_counter() - t0)
+    return probas
 
 
 class LogGap(Exception):
@@ -132,7 +145,12 @@ class Recovery:
                 inc = meta.get("incarnation", incarnation_of(spec))  # (none: a legacy snapshot)
                 if inc != incarnation_of(spec):
                     raise CorruptSnapshot(f"snapshot of another incarnation of {name!r} ({inc})")
+                state, board = challengers.load_board(
+                    state, meta.get("board"), threads=self.settings.threads, metrics_window=window
+                )
                 model = ensembles.load_state(state)
+                if board is not None:
+                    board.champion.model = model
                 seq = int(meta["seq"])
                 metrics = ModelMetrics.from_json(meta.get("metrics"), window)
             else:
@@ -140,13 +158,18 @@ class Recovery:
                     raise CorruptSnapshot("river-backed model needs CHORUS_SNAPSHOT_KEY")
                 model = ensembles.build_model(engine_spec(spec))
                 model.declare(features=spec.get("features"), classes=spec.get("classes"))
+                model.threads = self.settings.threads
+                board = challengers.initial_board(
+                    spec, model, signs=self.signs, threads=self.settings.threads,
+                    metrics_window=window,
+                )  # fmt: skip
                 seq, metrics = 0, ModelMetrics(window)
         except CorruptSnapshot:
             raise
         except Exception as exc:  # noqa: BLE001 - whatever the stored bytes are, only this model fails
             raise CorruptSnapshot(f"stored state cannot be loaded: {exc!r}"[:500]) from exc
         model.threads = self.settings.threads  # (an execution setting: not in the state)
-        h = Handle(name, spec, model, seq=seq, snap_seq=seq, metrics=metrics)
+        h = Handle(name, spec, model, seq=seq, snap_seq=seq, metrics=metrics, board=board)
         t0 = time.perf_counter()
         n = await self.replay(h)
         log.info("model %s: %s, %d log entries replayed in %.1f s", name,
@@ -186,25 +209,54 @@ class Recovery:
                     recs.append(orjson.loads(raw))
                 except orjson.JSONDecodeError as exc:  # damaged bytes: this model only fails
                     raise CorruptSnapshot(f"log entry {s} is not a record: {exc}"[:500]) from exc
-            X = [r["x"] for r in recs]
-            try:
-                probas = await off_loop(
-                    h, n_values(X), h.model.predict_learn_many, X, [r["y"] for r in recs],
-                    [r.get("w", 1.0) for r in recs],
-                )  # fmt: skip
-            except Exception as exc:  # noqa: BLE001 - a log entry the engine refuses (or not one)
-                first, last = h.seq + 1, h.seq + len(recs)
-                raise CorruptSnapshot(
-                    f"log entries {first}..{last} cannot be replayed: {exc!r}"[:500]
-                ) from exc
-            for j, (r, proba) in enumerate(zip(recs, probas, strict=True)):
-                pred = r["p"] if "p" in r else learners.argmax_label(proba)
-                h.metrics.update(r["y"], pred)
-                if keys and "k" in r:
-                    h.ids.add(r["k"], h.seq + j + 1)
-            h.seq += len(recs)
+            start = 0
+            for j, r in enumerate([*recs, None]):
+                if r is not None and not challengers.is_control(r):
+                    continue
+                if j > start:  # the examples before this control record (or the chunk's end)
+                    await self._replay_examples(h, recs[start:j], keys, learners)
+                if r is not None:
+                    await self._replay_control(h, r)
+                start = j + 1
             n += len(recs)
             self.replaying = (h.name, n)
+
+    async def _replay_examples(self, h: Handle, recs: list[dict], keys: bool, learners) -> None:
+        """Predict-then-learn a run of example records (every candidate: ``learn_rows``)."""
+        X = [r["x"] for r in recs]
+        try:
+            probas = await off_loop(
+                h, n_values(X) * (h.board.size if h.board else 1), learn_rows, h, X,
+                [r["y"] for r in recs], [r.get("w", 1.0) for r in recs],
+            )  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - a log entry the engine refuses (or not one)
+            first, last = h.seq + 1, h.seq + len(recs)
+            raise CorruptSnapshot(
+                f"log entries {first}..{last} cannot be replayed: {exc!r}"[:500]
+            ) from exc
+        for j, (r, proba) in enumerate(zip(recs, probas, strict=True)):
+            pred = r["p"] if "p" in r else learners.argmax_label(proba)
+            h.metrics.update(r["y"], pred)
+            if keys and "k" in r:
+                h.ids.add(r["k"], h.seq + j + 1)
+        h.seq += len(recs)
+
+    async def _replay_control(self, h: Handle, rec: dict) -> None:
+        """Apply one control record (challengers added or removed, a promotion)."""
+        try:
+            await off_loop(h, WHOLE_MODEL, self.apply_control, h, rec)
+        except Exception as exc:  # noqa: BLE001 - a record this server cannot apply
+            raise CorruptSnapshot(
+                f"log entry {h.seq + 1} (control) cannot be replayed: {exc!r}"[:500]
+            ) from exc
+        h.seq += 1
+
+    def apply_control(self, h: Handle, rec: dict) -> None:
+        """:func:`app.registry.challengers.apply_control` with this server's settings."""
+        challengers.apply_control(
+            h, rec, signs=self.signs, threads=self.settings.threads,
+            metrics_window=self.settings.metrics_window,
+        )  # fmt: skip
 
     @staticmethod
     def _meta(h: Handle, **extra: Any) -> dict[str, Any]:
@@ -214,15 +266,16 @@ class Recovery:
 
     def encode(self, h: Handle, **extra: Any) -> bytes:
         """The model's snapshot blob (header + arrays, checksummed or HMAC-signed)."""
-        return codec.encode(h.model.to_state(), self._meta(h, **extra), self._key)
+        state, board = challengers.full_state(h)
+        return codec.encode(state, self._meta(h, board=board, **extra), self._key)
 
     async def encode_off_loop(self, h: Handle) -> bytes:
         """``encode(h)`` in worker threads: ``to_state`` (engine work: it copies what the
         model's arrays hold now, under the model's ``engine`` lock, see ``off_loop``; nothing
         learns while the model's lock is held, the caller's), then the bytes work (joining the
         arrays, the checksum or HMAC) on that copy, which nobody writes."""
-        meta = self._meta(h)
-        state = await off_loop(h, WHOLE_MODEL, h.model.to_state)
+        state, board = await off_loop(h, WHOLE_MODEL, challengers.full_state, h)
+        meta = self._meta(h, board=board)
         return await asyncio.to_thread(codec.encode, state, meta, self._key)
 
     async def snapshot(self, h: Handle) -> None:
@@ -249,7 +302,7 @@ class Recovery:
         h.unsaved_ids.clear()
         await self._forget_old_keys(h, horizon)
         # the arrays now, the ids' filter after forgetting
-        h.cost = estimate_cost(h, await off_loop(h, WHOLE_MODEL, model_bytes, h.model))
+        h.cost = estimate_cost(h, await off_loop(h, WHOLE_MODEL, arrays_bytes, h))
 
     async def _forget_old_keys(self, h: Handle, horizon: int) -> None:
         """Drop the ids of entries at or before ``horizon`` (behind the window): from the store

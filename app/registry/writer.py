@@ -26,6 +26,7 @@ import contextlib
 import logging
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -34,6 +35,7 @@ from app import validate
 from app.errors import EngineFailure, InvalidInput, ModelNotFound, StoreUnavailable
 from app.registry.common import (
     STORE_ERRORS,
+    WHOLE_MODEL,
     clean_proba,
     dumps,
     engine,
@@ -44,7 +46,7 @@ from app.registry.common import (
     settle,
     store_call,
 )
-from app.registry.handles import Example, Handle, key_cost
+from app.registry.handles import Example, Handle, arrays_bytes, estimate_cost, key_cost
 from app.registry.loaded import LoadedModels
 from app.registry.outcomes import settle_lost
 from app.registry.recovery import LogGap
@@ -125,6 +127,19 @@ def _predict_learn(
         return None, exc, model.n_seen != n_before
 
 
+def _predict_learn_all(
+    h: Any, X: list[dict], exs: list[Example]
+) -> tuple[list | None, Exception | None, bool]:
+    """:func:`_predict_learn` by the champion, then the same rows by every challenger
+    (:meth:`~app.registry.challengers.Board.learn`, which never raises) when it learned them."""
+    t0 = time.perf_counter()
+    probas, exc, learned = _predict_learn(h.model, X, exs)
+    if probas is not None:
+        ys, ws = [ex.label for ex in exs], [ex.weight for ex in exs]
+        h.board.learn(X, ys, ws, probas, time.perf_counter() - t0)
+    return probas, exc, learned
+
+
 class ModelWriter:
     """Applies learn requests to the models of one process, a group at a time.
 
@@ -201,8 +216,15 @@ class ModelWriter:
     async def _learn_leased(
         self, h: Handle, examples: list[Example], batch: bool
     ) -> list[dict[str, Any]]:
+        return await self._leased(
+            h, lambda catch_up: self._learn_attempts(h, examples, batch, catch_up=catch_up)
+        )
+
+    async def _leased(self, h: Handle, attempts: Callable[[bool], Awaitable[Any]]) -> Any:
+        """``attempts(catch_up)`` holding the model's writer lease when processes share the
+        store (``catch_up``: apply their entries first), else at once."""
         if not (self.settings.shared_store and self.settings.durability == "log"):
-            return await self._learn_attempts(h, examples, batch, catch_up=False)
+            return await attempts(False)
         # other processes write this model too: take the model's writer lease, apply their
         # entries, then learn and append; the conditional append stays the safety net
         deadline = time.monotonic() + _LEASE_WAIT
@@ -213,7 +235,7 @@ class ModelWriter:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.02)
         try:
-            return await self._learn_attempts(h, examples, batch, catch_up=True)
+            return await attempts(True)
         finally:
             with contextlib.suppress(*STORE_ERRORS):
                 await self.store.release_writer(h.name, self._token)
@@ -291,7 +313,13 @@ class ModelWriter:
         X = [ex.features for ex in exs]
         learned = True  # unknown until the engine answers
         try:
-            probas, exc, learned = await off_loop(h, n_values(X), _predict_learn, h.model, X, exs)
+            if h.board is None:
+                probas, exc, learned = await off_loop(
+                    h, n_values(X), _predict_learn, h.model, X, exs
+                )
+            else:
+                size = n_values(X) * h.board.size
+                probas, exc, learned = await off_loop(h, size, _predict_learn_all, h, X, exs)
             if exc is not None:
                 raise exc
         except (learners.FeatureTypeError, learners.LabelError, ValueError) as exc:
@@ -366,3 +394,65 @@ class ModelWriter:
                 results[i] = out
         if kept:  # the memory budget sees the ids as they come (the writer re-checks when idle)
             self.models.add_cost(h, kept)
+        if h.board is not None and h.board.policy is not None:
+            winner = h.board.due()
+            if winner is not None:  # the policy's promotion: a control record of its own
+                log.info("model %s: auto-promoting challenger %s", h.name, winner)
+                try:
+                    await self._append_control(h, {"op": "promote", "name": winner, "auto": True})
+                except StoreUnavailable as exc:
+                    log.warning("model %s: auto-promotion not applied: %s", h.name, exc)
+                except Exception:  # noqa: BLE001 - the examples are answered all the same
+                    log.exception("model %s: auto-promotion failed", h.name)
+                    h.dirty = True
+
+    # ----------------------------------------------------------------- control records
+    async def control(self, h: Handle, make: Callable[[Handle], dict[str, Any] | None]) -> None:
+        """Append a control record (challengers, a promotion: :mod:`app.registry.challengers`)
+        to the model's log and apply it, in the model's write order (its lock, its lease).
+        ``make(h)`` builds the record from the model as it is then (under the lock), raising
+        :class:`InvalidInput` when the request does not fit it, or ``None``: nothing to do."""
+        async with h.lock:
+            await self._leased(h, lambda catch_up: self._control_attempts(h, make, catch_up))
+
+    async def _control_attempts(self, h: Handle, make: Callable, catch_up: bool) -> None:
+        for _ in range(_MAX_ATTEMPTS):
+            await self.models.clean(h)
+            if catch_up:
+                try:
+                    await self.models.recovery.replay(h, keys=True)
+                except Exception:
+                    h.dirty = True
+                    raise
+            rec = make(h)
+            if rec is None:
+                return
+            try:
+                return await self._append_control(h, rec)
+            except (SeqConflict, DuplicateKey) as exc:
+                log.info("model %s: %s; catching up with the log", h.name, exc)
+                h.dirty = True
+            except ModelGone:
+                self.models.discard(h)
+                raise ModelNotFound(f"model {h.name!r} not found") from None
+        raise StoreUnavailable(f"model {h.name!r}: concurrent writers kept moving the log; retry")
+
+    async def _append_control(self, h: Handle, rec: dict[str, Any]) -> None:
+        """Append a checked control record, then apply it (the caller holds the lock)."""
+        if self.settings.durability == "log":
+            try:
+                new_seq = await self.store.append(h.name, [Entry(dumps(rec))], h.seq, h.incarnation)
+            except OutcomeUnknown as exc:
+                new_seq = await settle_lost(self.store, h, exc)  # applied, else raises
+            except STORE_ERRORS as exc:
+                raise StoreUnavailable(f"store unavailable, nothing applied: {exc}") from exc
+        else:
+            new_seq = h.seq + 1
+        try:
+            await off_loop(h, WHOLE_MODEL, self.models.recovery.apply_control, h, rec)
+            arrays = await off_loop(h, WHOLE_MODEL, arrays_bytes, h)
+        except BaseException:
+            h.dirty = True  # logged but not applied here: rebuilt from the log
+            raise
+        h.seq = new_seq
+        self.models.add_cost(h, estimate_cost(h, arrays) - h.cost)

@@ -10,7 +10,15 @@ from starlette.responses import Response
 from app.names import NAME_PATTERN, NAME_RULE
 from app.registry import LIST_LIMIT, LIST_MAX
 from app.routes.deps import RegistryDep, errors, json_response, require_key
-from app.routes.schemas import Metrics, ModelCreate, ModelDescription, ModelList
+from app.routes.schemas import (
+    ChallengersAdd,
+    Leaderboard,
+    Metrics,
+    ModelCreate,
+    ModelDescription,
+    ModelList,
+    PromoteRequest,
+)
 
 router = APIRouter(tags=["models"], dependencies=[Depends(require_key)])
 MIN_SEQ_DOC = (
@@ -104,3 +112,62 @@ async def model_importance(
     """Per feature, the splits of the members' current trees on it: count, the class weight
     they were made on, depth-weighted count and share (docs/http-api.md)."""
     return json_response(await reg.importance(name, decay))
+
+
+CandidatePath = Annotated[
+    str, Path(pattern=NAME_PATTERN, description=f"Challenger name: {NAME_RULE}")
+]
+
+
+@router.post(
+    "/models/{name}/challengers",
+    status_code=201,
+    response_model=Leaderboard,
+    responses=errors(401, 404, 409, 422, 503),
+    summary="Add challengers",
+)
+async def add_challengers(name: NamePath, body: ChallengersAdd, reg: RegistryDep) -> Response:
+    """Add challengers that learn every example the model learns from now on (one log entry);
+    with ``promotion`` set (or ``null``) the auto-promotion policy too. Answers the leaderboard."""
+    specs = [c.model_dump() for c in body.challengers]
+    policy = body.promotion.model_dump() if body.promotion is not None else None
+    set_policy = "promotion" in body.model_fields_set
+    return json_response(await reg.add_challengers(name, specs, policy, set_policy), 201)
+
+
+@router.delete(
+    "/models/{name}/challengers/{challenger}",
+    status_code=204,
+    responses=errors(401, 404, 409, 422, 503),
+    summary="Remove a challenger",
+)
+async def remove_challenger(
+    name: NamePath, challenger: CandidatePath, reg: RegistryDep
+) -> Response:
+    """Drop one challenger (one log entry)."""
+    await reg.remove_challenger(name, challenger)
+    return Response(status_code=204)
+
+
+@router.get(
+    "/models/{name}/leaderboard",
+    response_model=Leaderboard,
+    responses=errors(401, 404, 409, 422, 503),
+    summary="Champion and challengers, scored on the same examples",
+)
+async def leaderboard(name: NamePath, reg: RegistryDep) -> Response:
+    """Per candidate: prequential metrics (cumulative and windowed), McNemar's test against the
+    champion with its counts, examples/s and memory."""
+    return json_response(await reg.leaderboard(name))
+
+
+@router.post(
+    "/models/{name}/promote",
+    response_model=Leaderboard,
+    responses=errors(401, 404, 409, 422, 503),
+    summary="Promote a challenger",
+)
+async def promote(name: NamePath, body: PromoteRequest, reg: RegistryDep) -> Response:
+    """Make a challenger the champion (one log entry; the old champion becomes a challenger).
+    Promoting the current champion changes nothing (a safe retry)."""
+    return json_response(await reg.promote(name, body.challenger))

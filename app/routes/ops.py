@@ -124,6 +124,7 @@ class ModelCollector:
                 gmean.add_metric([name], rep["g_mean"])
             lag.add_metric([name], float(since_snapshot))
         yield from (learned, acc, wacc, balanced, gmean, lag, drifts, diversity, importance)
+        yield from _candidate_metrics(self.registry)
         mem = self.registry.memory()
         yield GaugeMetricFamily("chorus_models_loaded", "Models held in memory", mem["loaded"])
         yield GaugeMetricFamily(
@@ -151,6 +152,35 @@ def _importance_metrics(name: str, model: Any, importance: Any) -> None:
         return
     for feature, d in list(features.items())[:TOP_FEATURES]:
         importance.add_metric([name, feature], d["share"])
+
+
+def _candidate_metrics(registry: Registry) -> list[Any]:
+    """Per candidate of the models with challengers (issue 38): accuracy, windowed accuracy,
+    McNemar's p against the champion, examples learned; promotions per model."""
+    labels = ["model", "candidate", "role"]
+    acc = GaugeMetricFamily("chorus_candidate_accuracy", "A candidate's prequential accuracy",
+                            labels=labels)  # fmt: skip
+    wacc = GaugeMetricFamily("chorus_candidate_window_accuracy",
+                             "A candidate's accuracy over the last window", labels=labels)  # fmt: skip
+    pval = GaugeMetricFamily("chorus_candidate_mcnemar_p",
+                             "McNemar p-value of a challenger against the champion",
+                             labels=["model", "candidate"])  # fmt: skip
+    learned = CounterMetricFamily("chorus_candidate_examples_learned",
+                                  "Examples a candidate learned", labels=labels)  # fmt: skip
+    promotions = CounterMetricFamily("chorus_model_promotions",
+                                     "Challengers promoted to champion", labels=["model"])  # fmt: skip
+    for name, lb in registry.boards():
+        promotions.add_metric([name], float(lb["promotions"]))
+        for c in lb["candidates"]:
+            key = [name, c["name"], c["role"]]
+            learned.add_metric(key, float(c["learned"]))
+            m = c["metrics"]
+            if m["accuracy"] is not None:
+                acc.add_metric(key, m["accuracy"])
+                wacc.add_metric(key, m["window_accuracy"])
+            if c["mcnemar"] is not None:
+                pval.add_metric([name, c["name"]], c["mcnemar"]["p_value"])
+    return [acc, wacc, pval, learned, promotions]
 
 
 def _adaptive_metrics(name: str, model: Any, drifts: Any, diversity: Any) -> None:

@@ -66,8 +66,65 @@ class _Body(BaseModel):
 _FEATURES_EX = {"age": 31, "dept": "cs", "remote": True}
 
 
-class ModelCreate(BaseModel):
-    """Declare a model: ensemble, base learner, size, seed, optional feature types and classes."""
+class EngineSpec(BaseModel):
+    """What builds an engine: ensemble, base learner, size, seed, parameters, limits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ensemble: Literal["bagging", "boosting", "single", "arf", "srp"] = "bagging"
+    learner: str = Field(
+        "hoeffding_tree",
+        pattern=r"^([A-Za-z0-9_]{1,64}|river:[A-Za-z0-9_.]{1,200})$",
+        description="hoeffding_tree | naive_bayes | stump | mlp | exact_tree | river:<module.Class>",
+    )
+    n_models: int | None = Field(
+        None, ge=1, le=1000, description="Ensemble size (engine default: 10, 1 for single)"
+    )
+    seed: int | None = Field(None, ge=0, description="Seed of the Poisson draws (engine default)")
+    params: dict[str, Any] = Field(default_factory=dict)
+    limits: dict[str, int | str] | None = Field(
+        None,
+        description="Per-model limits (engine defaults for the ones left out): max_features, "
+        "max_values, max_classes, max_nodes, max_state_bytes, over_limit ('reject' | 'other')",
+    )
+
+
+class ChallengerSpec(EngineSpec):
+    """A challenger: a name unique within its model, and the engine it runs."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"name": "arf", "ensemble": "arf", "n_models": 10}]},
+    )
+
+    name: str = Field(pattern=NAME_PATTERN, description=f"Candidate name: {NAME_RULE}")
+
+
+class PromotionPolicy(BaseModel):
+    """Auto-promotion: a challenger becomes the champion when, over its last ``window``
+    examples paired with the champion's, it is better by McNemar's test at ``alpha`` and by at
+    least ``margin`` accuracy, with at least ``min_examples`` examples since the last
+    promotion (the hysteresis)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"auto": True, "window": 1000, "min_examples": 1000, "alpha": 0.01, "margin": 0.01}
+            ]
+        },  # fmt: skip
+    )
+
+    auto: StrictBool = True
+    window: int = Field(1000, ge=10, le=1_000_000)
+    min_examples: int = Field(1000, ge=1, le=100_000_000)
+    alpha: float = Field(0.01, ge=1e-12, le=0.5, allow_inf_nan=False)
+    margin: float = Field(0.01, ge=0.0, le=1.0, allow_inf_nan=False)
+
+
+class ModelCreate(EngineSpec):
+    """Declare a model: ensemble, base learner, size, seed, optional feature types and classes,
+    optional challengers and promotion policy."""
 
     model_config = ConfigDict(
         extra="forbid",
@@ -88,24 +145,44 @@ class ModelCreate(BaseModel):
     )
 
     name: str = Name
-    ensemble: Literal["bagging", "boosting", "single", "arf", "srp"] = "bagging"
-    learner: str = Field(
-        "hoeffding_tree",
-        pattern=r"^([A-Za-z0-9_]{1,64}|river:[A-Za-z0-9_.]{1,200})$",
-        description="hoeffding_tree | naive_bayes | stump | mlp | exact_tree | river:<module.Class>",
-    )
-    n_models: int | None = Field(
-        None, ge=1, le=1000, description="Ensemble size (engine default: 10, 1 for single)"
-    )
-    seed: int | None = Field(None, ge=0, description="Seed of the Poisson draws (engine default)")
-    params: dict[str, Any] = Field(default_factory=dict)
     features: dict[str, Literal["numeric", "categorical"]] | None = None
     classes: list[Label] | None = None
-    limits: dict[str, int | str] | None = Field(
-        None,
-        description="Per-model limits (engine defaults for the ones left out): max_features, "
-        "max_values, max_classes, max_nodes, max_state_bytes, over_limit ('reject' | 'other')",
+    challengers: list[ChallengerSpec] | None = Field(
+        None, max_length=64, description="Candidates that learn the same stream "
+        "(at most CHORUS_MAX_CHALLENGERS)")  # fmt: skip
+    champion: str | None = Field(
+        None, pattern=NAME_PATTERN, description="Candidate name of the model's own engine on "
+        "the leaderboard (default `initial`)")  # fmt: skip
+    promotion: PromotionPolicy | None = None
+
+
+class ChallengersAdd(BaseModel):
+    """Challengers to add, and optionally the promotion policy to set (``null``: none)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "challengers": [{"name": "arf", "ensemble": "arf"}],
+                    "promotion": {"window": 1000, "alpha": 0.01},
+                }
+            ]  # fmt: skip
+        },
     )
+
+    challengers: list[ChallengerSpec] = Field(default_factory=list, max_length=64)
+    promotion: PromotionPolicy | None = None
+
+
+class PromoteRequest(BaseModel):
+    """The challenger to make the champion."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"challenger": "arf"}]}
+    )
+
+    challenger: str = Field(pattern=NAME_PATTERN, description="A challenger's name")
 
 
 class Metrics(BaseModel):
@@ -203,6 +280,66 @@ class ModelDescription(BaseModel):
         "ok", description="`broken`: the model could not be loaded from the store (see `reason`)"
     )
     reason: str | None = Field(None, description="Why a broken model could not be loaded")
+
+
+class McNemar(BaseModel):
+    """McNemar's paired test of a challenger against the champion on the same examples."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"b": 3, "c": 14, "n": 17, "p_value": 0.0127, "method": "exact"}]})  # fmt: skip
+
+    b: int = Field(description="Examples only the champion predicted right")
+    c: int = Field(description="Examples only the challenger predicted right")
+    n: int = Field(description="Examples paired (window_mcnemar) or discordant (mcnemar)")
+    p_value: float
+    method: Literal["exact", "chi2"] = Field(
+        description="exact binomial (b + c < 25), else chi-square with continuity correction"
+    )
+
+
+class Candidate(BaseModel):
+    """One candidate of a model's leaderboard."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"name": "arf", "role": "challenger",
+         "spec": {"ensemble": "arf", "learner": "hoeffding_tree", "n_models": 10},
+         "metrics": {"accuracy": 0.91, "kappa": 0.8, "window_accuracy": 0.93, "n_scored": 1200},
+         "learned": 1200, "skipped": 0, "engine_seconds": 0.8, "examples_per_s": 1500.0,
+         "memory_bytes": 480000,
+         "mcnemar": {"b": 30, "c": 61, "n": 91, "p_value": 0.0017, "method": "chi2"},
+         "window_mcnemar": {"b": 3, "c": 14, "n": 1000, "p_value": 0.0127, "method": "exact"}}]})  # fmt: skip
+
+    name: str
+    role: Literal["champion", "challenger"]
+    spec: dict[str, Any]
+    metrics: Metrics = Field(description="Its own predict-then-learn predictions, scored")
+    learned: int = Field(description="Examples learned since it joined the leaderboard")
+    skipped: int = Field(description="Examples it refused (its own limits): not learned")
+    engine_seconds: float = Field(description="Its engine time in this process since load")
+    examples_per_s: float | None
+    memory_bytes: int
+    mcnemar: McNemar | None = Field(
+        description="Against the champion since it took over (null for the champion)"
+    )
+    window_mcnemar: McNemar | None = Field(
+        description="Against the champion over the policy's window of recent examples"
+    )
+
+
+class Leaderboard(BaseModel):
+    """A model's champion and challengers, scored on the same examples."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"model": "meetings", "seq": 1200, "champion": "initial", "policy": None,
+         "promotions": 0, "since_promotion": 1200, "candidates": []}]})  # fmt: skip
+
+    model: str
+    seq: int
+    champion: str | None
+    policy: dict[str, Any] | None
+    promotions: int
+    since_promotion: int | None = None
+    candidates: list[Candidate]
 
 
 class ModelList(BaseModel):
