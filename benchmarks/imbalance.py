@@ -2,7 +2,8 @@
 
 Prequential predict-then-learn (batches of 1,000 through ``predict_learn_many``) of Chorus'
 OzaBag(HT), OOB(HT) and UOB(HT), M = 10 members with Chorus' defaults (``imbalance_decay``
-0.9), and with ``--river`` river's ``RandomOverSampler`` / ``RandomUnderSampler`` (desired
+0.99; ``--decays 0.9`` adds the papers'), with ``--moa`` MOA's imbalance meta-learners (below),
+and with ``--river`` river's ``RandomOverSampler`` / ``RandomUnderSampler`` (desired
 distribution 50/50) around river's ``BaggingClassifier(HoeffdingTreeClassifier)``, M = 10, one
 example at a time. Scores from ``app.metrics.Prequential`` (river's definitions): G-mean,
 balanced accuracy, and accuracy beside the majority-class rate; the predictions of an untrained
@@ -14,7 +15,16 @@ rarer one in a pilot of 5,000 examples) with the probability that gives the targ
 pilot, with and without an abrupt concept drift at the middle (river's ConceptDriftStream; the
 minority share after it is whatever the second concept gives under the same keep rate, shown as
 measured; as abrupt as river's sigmoid allows, ``drift.abrupt_width``), and with ``--data-dir`` the Census-Income KDD test file (99,762 rows, 6.2 %
-"50000+"), shuffled per seed. ``--seeds`` seeds the generators, the shuffle and the models.
+"50000+"), and two UCI files made rare-class detection tasks (that class against the rest):
+nursery's ``very_recom`` (2.5 %) and connect-4's ``draw`` (9.5 %), each shuffled per seed.
+``--seeds`` seeds the generators, the shuffle and the models.
+
+MOA (``--moa``): ``OnlineUnderOverBagging``, ``OnlineSMOTEBagging`` and ``OnlineRUSBoost`` of
+``moa.classifiers.meta.imbalanced`` (Wang & Pineau 2016, as MOA's jar ships them), 10 members
+of the same Hoeffding tree as MOA's OzaBag in peers.py, their sampling rates and ADWIN drift
+detection at MOA's defaults (``moa_specs``), on binary streams (their positive class is the
+minority: class index 1). With peers, a last table sets Chorus' best imbalance option against
+the best peer on each stream and score (Welch).
 
 Each cell is the mean ± sd over the seeds; marks are a two-sided Welch t-test against plain
 OzaBag on the same column (p < 0.05): ``▲`` significantly above, ``▼`` below.
@@ -152,12 +162,13 @@ def streams(data_dir: str) -> dict[str, Callable[[int, int], Stream]]:
 def chorus_model(name: str, seed: int) -> Any:
     """``OzaBag``, ``OOB``, ``UOB`` or ``OOB(θ)`` / ``UOB(θ)`` (another ``imbalance_decay``)."""
     from ensembles import OnlineBagging
+    from ensembles.adaptive import IMBALANCE_DECAY
     from learners import HoeffdingTree
 
     kind, _, decay = name.rstrip(")").partition("(")
     imbalance = {"OzaBag": None, "OOB": "oob", "UOB": "uob"}[kind]
     return OnlineBagging(HoeffdingTree(), n_models=10, seed=seed, imbalance=imbalance,
-                         imbalance_decay=float(decay or 0.9))  # fmt: skip
+                         imbalance_decay=float(decay or IMBALANCE_DECAY))  # fmt: skip
 
 
 def river_model(name: str, seed: int, classes: list) -> Any:

@@ -125,16 +125,20 @@ def test_imbalance_rates_hand_worked():
     # UOB 1 | A: w_A = 0.1539 + 0.1 = 0.2539, w_B = 0.09 -> OOB 1, UOB 0.09 / 0.2539
     want = {"oob": [1.0, 1.0, 1.71, 1.0], "uob": [1.0, 1.0, 1.0, 0.09 / 0.2539]}
     for mode, rates in want.items():
-        model = OnlineBagging(Constant("A"), n_models=2, seed=0, imbalance=mode)
+        model = OnlineBagging(Constant("A"), n_models=2, seed=0, imbalance=mode,
+                              imbalance_decay=0.9)  # fmt: skip
         assert [model._imbalance_rate(y) for y in "AABA"] == pytest.approx(rates, rel=1e-12)
         assert model._class_sizes == pytest.approx({"A": 0.2539, "B": 0.09}, rel=1e-12)
-    # the rates reach the members: OOB's mean weight of B's examples is about 1 / (B's share)
-    model = OnlineBagging(Constant("A"), n_models=50, seed=1, imbalance="oob")
-    model._members = [Constant("A") for _ in range(50)]
-    for i in range(400):
-        model.learn_one({}, "B" if i % 20 == 0 else "A")
-    b_weight = sum(w for m in model._members for w in m.weights) - 380 * 50  # (A's rate: 1)
-    assert 3.0 < b_weight / (20 * 50) < 10.0
+    # the rates reach the members: OOB's mean weight of B's examples approaches 1 / (B's share)
+    # = 20, capped near 1 / (1 - decay): 10 with the papers' 0.9, 100 with the default 0.99
+    for decay, low, high in ((0.9, 3.0, 10.0), (None, 10.0, 25.0)):
+        opts = {} if decay is None else {"imbalance_decay": decay}
+        model = OnlineBagging(Constant("A"), n_models=50, seed=1, imbalance="oob", **opts)
+        model._members = [Constant("A") for _ in range(50)]
+        for i in range(400):
+            model.learn_one({}, "B" if i % 20 == 0 else "A")
+        b_weight = sum(w for m in model._members for w in m.weights) - 380 * 50  # (A's: 1)
+        assert low < b_weight / (20 * 50) < high, decay
 
 
 @pytest.mark.parametrize("imbalance", ["oob", "uob"])
