@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
+from app.consume.run import start_in_app
 from app.errors import StoreDamaged, install_error_handlers
 from app.guard import BODY_METHODS, Guard, InFlight
 from app.registry import Registry
@@ -126,6 +127,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         while not (warming.done() or app.state.warmup.serving) and time.monotonic() < deadline:
             await asyncio.wait({warming}, timeout=0.02)
         periodic = asyncio.create_task(registry.periodic())
+        consuming = start_in_app(registry, settings, app.state.prom)  # CHORUS_CONSUME
         gc.freeze()  # the recovered models and imports are long-lived: keep them out of GC scans
         # a batch of 1,000 examples holds ~4,000 containers at once (parsed dicts, answers):
         # at the default 700 the collector ran ~10 times per batch (4% of its time) to find
@@ -136,6 +138,11 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
             yield
         finally:
             gc.set_threshold(*thresholds)
+            if consuming is not None:  # stops between two reads: nothing half-acknowledged
+                task, stop = consuming
+                stop.set()
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(task, 15)
             periodic.cancel()
             recovery.cancel()
             warming.cancel()
