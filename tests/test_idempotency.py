@@ -237,3 +237,13 @@ def test_bulk_add_sets_the_same_bits_as_one_by_one():
         one.add(*_hash(k))
     bulk.add_many(keys)
     assert one.bits == bulk.bits and one.count == bulk.count
+
+
+@given(st.lists(st.text(max_size=12), max_size=300), st.lists(st.text(max_size=12), max_size=50))
+def test_batch_lookup_answers_as_one_by_one(added, asked):
+    """``maybe_many`` (the writer's lookup of a batch's ids) says what ``in`` says for each."""
+    s = SeenIds()
+    for seq, key in enumerate(added, start=1):
+        s.add(key, seq)
+    keys = asked + added[:50] + [f"fresh-{i}" for i in range(20)]
+    assert s.maybe_many(keys) == [k in s for k in keys]

@@ -74,6 +74,7 @@ class Delivery:
     gone: bool = False
     msg: Message | None = None
     learn_id: str = ""
+    bad: str | None = None  # why it can never be learned (set by the consumer's parse)
 
     @property
     def model(self) -> str:
@@ -182,27 +183,67 @@ class Consumer:
         log.info("consuming %s %s as %s/%s", cfg.kind, ",".join(cfg.streams), cfg.group,
                  cfg.consumer)  # fmt: skip
         await self._guarded(self._pending, stop)
+        # the next read (and its parsing) runs while this one learns: the engine releases the
+        # GIL, so the two overlap (at most two reads are held besides what waits for a retry)
+        ahead: asyncio.Queue[list[Delivery]] = asyncio.Queue(maxsize=1)
+        halt = asyncio.Event()
+        reader = asyncio.create_task(self._reader(ahead, stop, halt))
         next_claim = time.monotonic()
         next_lag = 0.0
-        while not stop.is_set():
-            now = time.monotonic()
-            if now >= next_lag:
-                next_lag = now + 5.0
-                with contextlib.suppress(BusDown):
-                    self.last_lag = await self.bus.lag()
-                    if self.metrics is not None:
-                        self.metrics.lag = self.last_lag
-            await self._retry_due(now)
-            if now >= next_claim:
-                claimed = await self._guarded(self._claim, stop)
-                full = claimed is not None and claimed >= cfg.batch
-                next_claim = now + (0 if full else min(cfg.claim_idle / 2, 30.0))
-            if self.n_held + cfg.batch > cfg.max_pending:  # backpressure: wait for the held
-                await self._sleep(stop, min(self.retry_at.values(), default=now + 0.1) - now)
+        try:
+            while not stop.is_set():
+                now = time.monotonic()
+                if now >= next_lag:
+                    next_lag = now + 5.0
+                    with contextlib.suppress(BusDown):
+                        self.last_lag = await self.bus.lag()
+                        if self.metrics is not None:
+                            self.metrics.lag = self.last_lag
+                await self._retry_due(now)
+                if now >= next_claim:
+                    claimed = await self._guarded(self._claim, stop)
+                    full = claimed is not None and claimed >= cfg.batch
+                    next_claim = now + (0 if full else min(cfg.claim_idle / 2, 30.0))
+                get = asyncio.create_task(ahead.get())
+                await asyncio.wait({get, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if not get.done():  # the reader ended (stopped)
+                    get.cancel()
+                    break
+                batch = get.result()
+                if batch:
+                    await self._guarded_process(batch)
+                elif once and not self.held and ahead.empty():
+                    break
+        finally:
+            halt.set()
+            if stop.is_set() or not ahead.empty():  # what it holds is delivered again later
+                reader.cancel()
+            with contextlib.suppress(BaseException):
+                await reader
+        if not stop.is_set():  # once: what the reader took meanwhile is learned too
+            while not ahead.empty():
+                await self._guarded_process(ahead.get_nowait())
+
+    async def _reader(self, ahead: asyncio.Queue, stop: asyncio.Event,
+                      halt: asyncio.Event) -> None:  # fmt: skip
+        """Reads new messages and parses them, one read ahead of the learning; an empty read
+        (``block`` seconds without a message) is passed on too, so the loop wakes for its
+        retries and claims."""
+        cfg = self.config
+        while not (stop.is_set() or halt.is_set()):
+            if self.n_held + 2 * cfg.batch > cfg.max_pending:  # backpressure: wait for the held
+                await asyncio.sleep(0.05)
+                await ahead.put([])
                 continue
-            n = await self._guarded(self._read, stop)
-            if once and n == 0 and not self.held:
-                return
+            try:
+                batch = await self.bus.read(cfg.batch, cfg.block)
+            except BusDown as exc:
+                log.warning("%s bus unavailable (%s); retrying", cfg.kind, exc)
+                await self._sleep(stop, RETRY_MAX / 5)
+                batch = []
+            for d in batch:
+                self._prepare(d)
+            await ahead.put(batch)
 
     async def _guarded(self, step: Callable[[], Awaitable[int]], stop: asyncio.Event) -> int | None:
         """``step()``, waiting out bus failures (logged once per outage)."""
@@ -242,12 +283,6 @@ class Consumer:
             await self.process(batch)
         return len(batch)
 
-    async def _read(self) -> int:
-        batch = await self.bus.read(self.config.batch, self.config.block)
-        if batch:
-            await self.process(batch)
-        return len(batch)
-
     async def _retry_due(self, now: float) -> None:
         due = [name for name, t in self.retry_at.items() if t <= now]
         batch = []
@@ -272,16 +307,12 @@ class Consumer:
         for d in batch:
             if d.gone:
                 continue
-            if d.deliveries > self.config.max_deliveries:
-                dead.append((d, f"delivered {d.deliveries} times without being learned (the "
-                                "consumers failed or stopped on it each time)"))  # fmt: skip
+            if d.msg is None and d.bad is None:
+                self._prepare(d)
+            if d.bad is not None:
+                dead.append((d, d.bad))
                 continue
-            try:
-                d.msg = parse(d.data)
-            except BadMessage as exc:
-                dead.append((d, f"422: {exc.reason}"))
-                continue
-            d.learn_id = d.msg.id or self._bus_id(d)
+            assert d.msg is not None
             name = d.msg.model
             if name in self.held:  # its model waits for a retry: after the held ones, in order
                 self.held[name].append(d)
@@ -301,6 +332,21 @@ class Consumer:
         if acks:
             await self.bus.finish(acks, outputs, dead)
         self._count(batch, done, dead)
+
+    def _prepare(self, d: Delivery) -> None:
+        """Parse a message: its ``msg`` and ``learn_id``, or ``bad``: why it is dead."""
+        if d.gone:
+            return
+        if d.deliveries > self.config.max_deliveries:
+            d.bad = (f"delivered {d.deliveries} times without being learned (the consumers "
+                     "failed or stopped on it each time)")  # fmt: skip
+            return
+        try:
+            d.msg = parse(d.data)
+        except BadMessage as exc:
+            d.bad = f"422: {exc.reason}"
+            return
+        d.learn_id = d.msg.id or self._bus_id(d)
 
     def _bus_id(self, d: Delivery) -> str:
         key = f"{self.bus.kind}:{d.stream}:{d.id}"

@@ -255,13 +255,15 @@ class ModelWriter:
             return results  # type: ignore[return-value]
         first_of: dict[str, int] = {}
         maybe: dict[str, int] = {}  # ids the filter may have seen: the store knows
+        keys = [ex.key for ex in examples]
+        seen = h.ids.maybe_many(keys) if len(keys) > 8 else None  # type: ignore[arg-type]
         for i, ex in enumerate(examples):
             if ex.key is not None and ex.key not in first_of:
                 first_of[ex.key] = i
                 unsaved = h.unsaved_ids.get(ex.key)
                 if unsaved is not None:
                     results[i] = {**orjson.loads(unsaved[1]), "duplicate": True}
-                elif ex.key in h.ids:
+                elif seen[i] if seen is not None else ex.key in h.ids:
                     maybe[ex.key] = i
         if maybe:
             found = await store_call(self.store.get_answers(h.name, list(maybe)))
