@@ -10,7 +10,9 @@ acknowledged:
   process loads its kernels); then the clock runs from the first ``XADD`` of the rest until the
   group has acknowledged the last one.
 - **HTTP**: ``chorus serve`` (one uvicorn worker), batched ``POST /learn`` of 1,000 examples a
-  request over one connection, the first two requests untimed (``http_load.warm``).
+  request over one connection, the first two requests untimed (``http_load.warm``); and the same
+  with an idempotency ``id`` on every example, which is what the consumer's exactly-once costs
+  (every message's learn id and answer are stored with its log entry).
 
 Examples/s by the wall clock and per CPU second of the consuming / serving process. Runs
 alternate (consume, HTTP, consume, ...); the median is reported.
@@ -116,7 +118,31 @@ def consume_run(stream: list, work: Path, store: str) -> dict:
             store_redis.stop()
 
 
-def http_run(stream: list, work: Path, store: str) -> dict:
+def _post_with_ids(url: str, stream: list, pid: int) -> dict:
+    """``http_load.warm`` with an idempotency id on every example (what exactly-once costs)."""
+    bodies = [json.dumps({"model": "bench", "examples": [
+        {"features": x, "label": y, "id": f"e{i + j}"}
+        for j, (x, y) in enumerate(stream[i : i + BATCH])]})
+        for i in range(0, len(stream), BATCH)]  # fmt: skip
+    headers = {"content-type": "application/json"}
+    with httpx.Client(base_url=url, trust_env=False, timeout=120) as c:
+        for body in bodies[:2]:
+            c.post("/learn", content=body, headers=headers).raise_for_status()
+        cpu0 = cpu_seconds(pid)
+        t0 = time.perf_counter()
+        for body in bodies[2:]:
+            c.post("/learn", content=body, headers=headers).raise_for_status()
+        wall = time.perf_counter() - t0
+        n = BATCH * (len(bodies) - 2)
+        return {"rps": n / wall, "rps_cpu": n / max(cpu_seconds(pid) - cpu0, 1e-9)}
+
+
+def http_ids_run(stream: list, work: Path, store: str) -> dict:
+    """:func:`http_run` with an id on every example."""
+    return http_run(stream, work, store, ids=True)
+
+
+def http_run(stream: list, work: Path, store: str, ids: bool = False) -> dict:
     """One timed batched ``POST /learn`` run on a fresh server and model."""
     env = {"CHORUS_DATA_DIR": str(work / "data"), "CHORUS_SNAPSHOT_INTERVAL": "30"}
     store_redis = None
@@ -127,7 +153,10 @@ def http_run(stream: list, work: Path, store: str) -> dict:
         try:
             with httpx.Client(base_url=server.url, trust_env=False) as c:
                 c.post("/models", json={"name": "bench", **SPEC}).raise_for_status()
-            return warm(server.url, stream, pid=server.proc.pid if server.proc else None)
+            pid = server.proc.pid if server.proc else None
+            if ids and pid is not None:
+                return _post_with_ids(server.url, stream, pid)
+            return warm(server.url, stream, pid=pid)
         finally:
             server.stop()
     finally:
@@ -143,9 +172,10 @@ def main() -> None:
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
     stream = agrawal(args.n)
-    results: dict[str, list[dict]] = {"consume": [], "http": []}
+    results: dict[str, list[dict]] = {"consume": [], "http": [], "http_ids": []}
     for run in range(args.repeats):
-        for name, fn in (("consume", consume_run), ("http", http_run)):
+        for name, fn in (("consume", consume_run), ("http", http_run),
+                         ("http_ids", http_ids_run)):  # fmt: skip
             work = Path(tempfile.mkdtemp(prefix="chorus-consume-bench-"))
             try:
                 r = fn(stream, work, args.store)
@@ -159,7 +189,8 @@ def main() -> None:
          "(median, wall) | per process CPU second (median) | runs (wall) |")  # fmt: skip
     emit("|---|---|---|---|")
     for name, label in (("consume", "`chorus consume` (Redis Streams, batch 1,000)"),
-                        ("http", "batched `POST /learn` (1,000 a request)")):  # fmt: skip
+                        ("http", "batched `POST /learn` (1,000 a request)"),
+                        ("http_ids", "batched `POST /learn`, an `id` on every example")):  # fmt: skip
         rs = results[name]
         med = statistics.median(r["rps"] for r in rs)
         cpu = statistics.median(r["rps_cpu"] for r in rs)

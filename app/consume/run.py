@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import time
@@ -69,11 +70,17 @@ async def consume(settings: Settings, config: ConsumeConfig, *, metrics_port: in
         start_http_server(metrics_port, addr="127.0.0.1", registry=prom)
     await store.open(timeout=settings.startup_timeout)
     periodic: asyncio.Task | None = None
+    thresholds: tuple[int, ...] | None = None
     try:
         await registry.recover()
         periodic = asyncio.create_task(registry.periodic())
+        from app.main import long_lived_gc  # (app.main starts this module's task in serve)
+
+        thresholds = long_lived_gc()  # as the server does: batches stay clear of GC scans
         await consumer.run(stop, once=once)
     finally:
+        if thresholds is not None:
+            gc.set_threshold(*thresholds)
         if periodic is not None:
             periodic.cancel()
             with contextlib.suppress(BaseException):

@@ -150,6 +150,25 @@ class SeenIds:
         seg.newest = max(seg.newest, seq)
         return grown
 
+    def add_many(self, keys: list[str], seqs: list[int]) -> int:
+        """:meth:`add` of each ``(key, seq)`` in order (a batch's ids, vectorised: the same
+        segments and bits); returns the bytes newly allocated."""
+        if len(keys) < 16:
+            return sum(self.add(k, q) for k, q in zip(keys, seqs, strict=True))
+        grown = i = 0
+        while i < len(keys):
+            seg = self._segs[-1] if self._segs else None
+            if seg is None or seg.count >= seg.capacity:
+                seg = _Segment(self._next)
+                self._next = min(_LARGEST, 2 * self._next)
+                self._segs.append(seg)
+                grown += len(seg.bits)
+            take = min(len(keys) - i, seg.capacity - seg.count)
+            seg.add_many(keys[i : i + take])
+            seg.newest = max(seg.newest, *seqs[i : i + take])
+            i += take
+        return grown
+
     def add_all(self, keys: Iterable[str], seq: int) -> None:
         """Remember ids read from the store, all as of log entry ``seq`` (at least as new as any
         of them): one segment sized for them (ids learned next start a segment of their own)."""

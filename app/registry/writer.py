@@ -355,10 +355,9 @@ class ModelWriter:
         h.seq = new_seq
         h.learned += len(entries)
         h.metrics.update_many([ex.label for ex in exs], preds)
-        kept = 0
-        for j, key, resp in keyed:
-            kept += h.ids.add(key, seq0 + j + 1)
-            if not log_durable:  # no log holds it: the next snapshot records it in the store
+        kept = h.ids.add_many([k for _, k, _ in keyed], [seq0 + j + 1 for j, _, _ in keyed])
+        if not log_durable:  # no log holds them: the next snapshot records them in the store
+            for j, key, resp in keyed:
                 h.unsaved_ids[key] = (seq0 + j + 1, resp)
                 kept += key_cost(key, resp)
         if len(rows) == len(results):  # every example of the request is new: rows are 0..n-1
