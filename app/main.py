@@ -19,12 +19,12 @@ from app.guard import BODY_METHODS, Guard, InFlight
 from app.registry import Registry
 from app.routes import learn, models, ops, predict
 from app.routes.docs import install_docs
+from app.server import long_lived_gc
 from app.settings import Settings, get_settings
 from app.stores import Store, StoreConfigError, StoreCorrupt, make_store
 from app.warmup import ENSEMBLES, Warmup, parse_kinds
 
 log = logging.getLogger("chorus")
-GC_YOUNG = 10_000  # allocations before a young-generation collection (Python's default: 700)
 WARMUP_WAIT = 5.0  # seconds start-up waits for the kernels before serving /readyz 503s
 
 DESCRIPTION = """
@@ -35,19 +35,6 @@ prediction made *before* learning), ask for predictions (`GET /predict`), give l
 (`POST /learn {prediction_id, label}`). Every acknowledged example is in the model's log before
 the answer; recovery = snapshot + log replay reproduces the model exactly.
 """
-
-
-def long_lived_gc() -> tuple[int, ...]:
-    """Tune the garbage collector once the models are recovered; returns the thresholds it had.
-
-    The recovered models and imports are long-lived: frozen, out of GC scans. A batch of 1,000
-    examples holds ~4,000 containers at once (parsed dicts, answers): at the default 700 the
-    collector ran ~10 times per batch (4% of its time) to find no cycles; requests free what they
-    allocate, so collections stay rare at :data:`GC_YOUNG`."""
-    gc.freeze()
-    thresholds = gc.get_threshold()
-    gc.set_threshold(GC_YOUNG, *thresholds[1:])
-    return thresholds
 
 
 async def _recover_until_ready(

@@ -24,6 +24,7 @@ from app.consume.config import ConsumeConfig, ConsumeConfigError
 from app.consume.consumer import Bus, Consumer
 from app.consume.metrics import ConsumeMetrics
 from app.registry import Registry
+from app.server import long_lived_gc
 from app.settings import Settings
 
 log = logging.getLogger("chorus.consume")
@@ -74,8 +75,6 @@ async def consume(settings: Settings, config: ConsumeConfig, *, metrics_port: in
     try:
         await registry.recover()
         periodic = asyncio.create_task(registry.periodic())
-        from app.main import long_lived_gc  # (app.main starts this module's task in serve)
-
         thresholds = long_lived_gc()  # as the server does: batches stay clear of GC scans
         await consumer.run(stop, once=once)
     finally:
