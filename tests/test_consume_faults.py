@@ -4,7 +4,9 @@ A producer keeps adding examples to a Redis stream (a real redis-server) while `
 runs as a real process on its own SQLite store; at a random moment (mid-batch, between the log
 append and the acknowledgement, during start-up and recovery) it gets SIGKILL, and the next cycle
 starts it again, under the same consumer name (it takes back its unacknowledged messages) or
-another one (it claims the dead one's with ``XAUTOCLAIM``). Snapshots and log trims happen
+another one (it claims the dead one's with ``XAUTOCLAIM``). In about a third of the cycles the
+bus's redis-server gets SIGKILL too while the consumer runs, and restarts from its AOF
+(``appendfsync always``): the consumer waits it out and goes on. Snapshots and log trims happen
 throughout (``CHORUS_SNAPSHOT_EVERY`` is small). Some examples carry the producer's own id and
 some are published twice under it (a producer's retry).
 
@@ -105,14 +107,16 @@ async def _create_and_load(data: Path, create: bool):
     return h
 
 
-def test_kill9_of_the_consumer_learns_every_message_exactly_once(tmp_path, clean_redis_url):
+def test_kill9_of_the_consumer_learns_every_message_exactly_once(
+    tmp_path, clean_redis_url, redis_server
+):
     r = redis.Redis.from_url(clean_redis_url)
     rnd = random.Random()
     data, log = tmp_path / "data", tmp_path / "consumer.log"
     asyncio.run(_create_and_load(data, create=True))
     producer = Producer(r, rnd)
     producer.send(200)
-    kills = 0
+    kills = bus_kills = 0
     for cycle in range(CYCLES):
         name = rnd.choice(["c1", "c1", "c2"])  # c2: claims c1's messages (and the other way)
         proc = _consumer(clean_redis_url, data, name, rnd.choice([5, 20, 64]), log)
@@ -121,8 +125,15 @@ def test_kill9_of_the_consumer_learns_every_message_exactly_once(tmp_path, clean
         early = rnd.random() < 0.2  # killed during start-up / recovery
         kill_at = t0 + rnd.uniform(0.2, 2.0) if early else None
         budget = PER_CYCLE  # more examples while it consumes (the last cycle's are pending)
+        bus_kill = rnd.random() < 0.3  # this cycle the bus dies too (kill -9, AOF restart)
         while proc.poll() is None:
             now = time.monotonic()
+            if bus_kill and kill_at is not None:
+                redis_server.kill()  # mid-stream, between two of the producer's pipelines
+                redis_server.start()
+                bus_kills += 1
+                bus_kill = False
+                kill_at = time.monotonic() + rnd.uniform(0.3, 1.0)  # it reconnects meanwhile
             if kill_at is None and r.xlen("answers") > answered:
                 kill_at = now + rnd.uniform(0.0, 0.25)  # consuming: somewhere mid-stream
             if kill_at is not None and budget > 0:
@@ -162,4 +173,5 @@ def test_kill9_of_the_consumer_learns_every_message_exactly_once(tmp_path, clean
     assert_same_state(h.model, model)
     for seq, proba in enumerate(want, start=1):
         assert answer_of[seq]["probabilities"] == {k: float(v) for k, v in proba.items()}, seq
-    print(f"{CYCLES} kills, {n} distinct messages of {r.xlen(STREAM)} entries learned once")  # noqa: T201
+    summary = f"{CYCLES} consumer kills, {bus_kills} bus kills, {n} distinct messages learned once"
+    print(summary, f"({r.xlen(STREAM)} entries)")  # noqa: T201
