@@ -956,6 +956,105 @@ def import_model(
     out.print(f"imported model {name} ({n_seen:,} examples seen) from {file}")
 
 
+# ---------------------------------------------------------------------------- consume
+
+
+@app.command()
+def consume(
+    url: Annotated[
+        str | None,
+        typer.Argument(
+            envvar="CHORUS_CONSUME",
+            show_default=False,
+            help="The bus: redis://host:6379/0 (Redis Streams) or nats://host:4222 (NATS "
+            "JetStream); options may also be query parameters (?stream=S&group=G).",
+        ),
+    ] = None,
+    stream: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--stream",
+            help="Stream to read (Redis: repeatable; default "
+            "chorus:examples. NATS: the JetStream stream, default CHORUS).",
+        ),
+    ] = None,
+    subject: Annotated[
+        str | None, typer.Option(help="NATS: subject to consume (default chorus.examples).")
+    ] = None,
+    group: Annotated[
+        str | None, typer.Option(help="Consumer group (NATS: durable consumer), default chorus.")
+    ] = None,
+    consumer: Annotated[
+        str | None,
+        typer.Option(
+            help="Redis: this consumer's name in the group (default: the "
+            "host name; a restart under it takes back its messages)."
+        ),
+    ] = None,
+    batch: Annotated[int | None, typer.Option(help="Messages per read (default 1000).")] = None,
+    output: Annotated[
+        str | None, typer.Option(help="Publish each message's prediction to this stream/subject.")
+    ] = None,
+    dead_letter: Annotated[
+        str | None,
+        typer.Option(help="Dead-letter stream/subject (default chorus:dead, NATS chorus.dead)."),
+    ] = None,
+    claim_idle: Annotated[
+        float | None,
+        typer.Option(help="Seconds before a dead consumer's messages are claimed (default 60)."),
+    ] = None,
+    max_pending: Annotated[
+        int | None, typer.Option(help="Messages held unacknowledged at most (default 10000).")
+    ] = None,
+    create: Annotated[
+        bool, typer.Option(help="Create a missing stream and group (else an error).")
+    ] = True,
+    once: Annotated[
+        bool, typer.Option("--once", help="Stop when no message is left (a drain).")
+    ] = False,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve Prometheus /metrics on 127.0.0.1:PORT.")
+    ] = None,
+    data_dir: DataDirOpt = None,
+    redis_url: RedisOpt = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Learn examples from Redis Streams or NATS JetStream (exactly once, docs/service.md).
+
+    Messages are {"model", "features", "label", "id"?} (an example), {"model",
+    "prediction_id", "label"} (a late label) or {"model", "features"} (a prediction). The store
+    and every other setting are those of `chorus serve` (CHORUS_* variables).
+    """
+    import asyncio
+    import logging
+
+    from app.consume.config import ConsumeConfig, ConsumeConfigError
+    from app.consume.run import consume as run_consumer
+    from app.errors import ChorusError as ServiceError
+    from app.server import LOG_FORMAT
+    from app.stores import StoreConfigError, StoreDown
+
+    if not url:
+        fail("give the bus URL (redis://... or nats://...) or set CHORUS_CONSUME", 2)
+    logging.basicConfig(level=log_level.upper(), format=LOG_FORMAT)
+    try:
+        config = ConsumeConfig.from_url(
+            url, streams=stream, subject=subject, group=group, consumer=consumer, batch=batch,
+            output=output, dead_letter=dead_letter, claim_idle=claim_idle,
+            max_pending=max_pending, create=None if create else False,
+        )  # fmt: skip
+    except ConsumeConfigError as exc:
+        fail(str(exc), 2)
+    try:
+        counts = asyncio.run(run_consumer(_settings(data_dir, redis_url), config,
+                                          metrics_port=metrics_port, once=once))  # fmt: skip
+    except ConsumeConfigError as exc:
+        fail(str(exc))
+    except (StoreConfigError, StoreDown, ServiceError, OSError) as exc:
+        fail(f"store: {getattr(exc, 'detail', None) or exc}")
+    out.print(", ".join(f"{k} {v:,}" for k, v in counts.items()))
+
+
 # ---------------------------------------------------------------------------- doctor
 
 

@@ -13,17 +13,18 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
+from app.consume.run import start_in_app
 from app.errors import StoreDamaged, install_error_handlers
 from app.guard import BODY_METHODS, Guard, InFlight
 from app.registry import Registry
 from app.routes import learn, models, ops, predict
 from app.routes.docs import install_docs
+from app.server import long_lived_gc
 from app.settings import Settings, get_settings
 from app.stores import Store, StoreConfigError, StoreCorrupt, make_store
 from app.warmup import ENSEMBLES, Warmup, parse_kinds
 
 log = logging.getLogger("chorus")
-GC_YOUNG = 10_000  # allocations before a young-generation collection (Python's default: 700)
 WARMUP_WAIT = 5.0  # seconds start-up waits for the kernels before serving /readyz 503s
 
 DESCRIPTION = """
@@ -126,16 +127,17 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         while not (warming.done() or app.state.warmup.serving) and time.monotonic() < deadline:
             await asyncio.wait({warming}, timeout=0.02)
         periodic = asyncio.create_task(registry.periodic())
-        gc.freeze()  # the recovered models and imports are long-lived: keep them out of GC scans
-        # a batch of 1,000 examples holds ~4,000 containers at once (parsed dicts, answers):
-        # at the default 700 the collector ran ~10 times per batch (4% of its time) to find
-        # no cycles; requests free what they allocate, so collections stay rare at this size
-        thresholds = gc.get_threshold()
-        gc.set_threshold(GC_YOUNG, *thresholds[1:])
+        consuming = start_in_app(registry, settings, app.state.prom)  # CHORUS_CONSUME
+        thresholds = long_lived_gc()
         try:
             yield
         finally:
             gc.set_threshold(*thresholds)
+            if consuming is not None:  # stops between two reads: nothing half-acknowledged
+                task, stop = consuming
+                stop.set()
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(task, 15)
             periodic.cancel()
             recovery.cancel()
             warming.cancel()

@@ -111,6 +111,10 @@ class Settings(BaseSettings):
     allowed_hosts
         Host names (comma-separated) the ``Host`` header may carry, besides the address the
         connection came in on; another is answered 421 (DNS rebinding). ``*`` accepts any.
+    consume
+        A bus ``chorus serve`` also consumes examples from (``redis://...?stream=S`` for Redis
+        Streams, ``nats://...?stream=S`` for NATS JetStream; the options of ``chorus consume`` as
+        query parameters, docs/service.md "Examples from a bus"); unset: none.
     cors_origins
         Origins (comma-separated, e.g. ``https://app.example.com``) whose browser pages may call
         the API (CORS); empty (the default): none, no CORS header is ever sent.
@@ -181,6 +185,17 @@ class Settings(BaseSettings):
     max_inflight_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     allowed_hosts: str = "localhost,127.0.0.1,[::1]"
     cors_origins: str = ""
+    consume: str | None = None
+
+    @field_validator("consume")
+    @classmethod
+    def _check_consume(cls, v: str | None) -> str | None:
+        if not v:
+            return None
+        from app.consume.config import ConsumeConfig
+
+        ConsumeConfig.from_url(v)  # a ConsumeConfigError (a ValueError) names what is wrong
+        return v
 
     @model_validator(mode="after")
     def _check_inflight(self) -> Settings:

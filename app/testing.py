@@ -1,4 +1,5 @@
-"""Real processes for tests and benchmarks: a free port, a ``redis-server``, a Chorus server.
+"""Real processes for tests and benchmarks: a free port, a ``redis-server``, a ``nats-server``, a
+Chorus server.
 
 The one place tests (``tests/conftest.py``, the crash tests) and benchmarks (``http_load``,
 ``fuzz``, ``coldstart``) get these from: no mocks, real servers on free ports, stopped on exit.
@@ -217,6 +218,55 @@ class RedisServer:
         with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
             s.sendall(b"FLUSHALL\r\n")
             s.recv(64)
+
+
+class NatsServer:
+    """A real ``nats-server`` with JetStream (file storage in ``directory``) on a free port.
+
+    Parameters
+    ----------
+    directory
+        JetStream's store directory (survives restarts).
+    port
+        Port to listen on (a free one by default).
+    """
+
+    def __init__(self, directory: Path, port: int | None = None) -> None:
+        import shutil
+
+        self.binary = shutil.which("nats-server") or "/usr/sbin/nats-server"
+        self.dir = Path(directory)
+        self.port = port or free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 10.0) -> None:
+        """Start it and wait until it accepts connections."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [self.binary, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.dir)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                    if s.recv(4).startswith(b"INFO"):
+                        return
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"nats-server exited with {self.proc.returncode}")
+            time.sleep(0.02)
+        raise RuntimeError("nats-server did not accept connections")
+
+    def stop(self) -> None:
+        stop_process(self.proc, 10)
+        self.proc = None
 
 
 class ChorusServer:

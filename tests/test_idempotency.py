@@ -237,3 +237,29 @@ def test_bulk_add_sets_the_same_bits_as_one_by_one():
         one.add(*_hash(k))
     bulk.add_many(keys)
     assert one.bits == bulk.bits and one.count == bulk.count
+
+
+@given(st.lists(st.text(max_size=12), max_size=300), st.lists(st.text(max_size=12), max_size=50))
+def test_batch_lookup_answers_as_one_by_one(added, asked):
+    """``maybe_many`` (the writer's lookup of a batch's ids) says what ``in`` says for each."""
+    s = SeenIds()
+    for seq, key in enumerate(added, start=1):
+        s.add(key, seq)
+    keys = asked + added[:50] + [f"fresh-{i}" for i in range(20)]
+    assert s.maybe_many(keys) == [k in s for k in keys]
+
+
+@given(st.lists(st.integers(0, 700), min_size=1, max_size=6))
+def test_batch_add_makes_the_same_segments_as_one_by_one(batches):
+    """``add_many`` (the writer's add of a batch's ids) leaves the filter as ``add`` of each."""
+    one, many = SeenIds(), SeenIds()
+    seq = 0
+    for n in batches:
+        keys = [f"id-{seq + i}" for i in range(n)]
+        seqs = list(range(seq + 1, seq + n + 1))
+        grown_one = sum(one.add(k, q) for k, q in zip(keys, seqs))
+        assert many.add_many(keys, seqs) == grown_one
+        seq += n
+    assert [(g.bits, g.count, g.capacity, g.newest) for g in one._segs] == [
+        (g.bits, g.count, g.capacity, g.newest) for g in many._segs
+    ]

@@ -14,6 +14,8 @@ How a block is read:
 * ``python`` blocks run in one namespace each; a trailing ``# ...`` comment after a ``print`` is its
   sample output (same number of words, each of the same kind: bool, number or word). The engine
   block iterates over ``stream``, which the test provides (60 rows of a small synthetic stream).
+* ``127.0.0.1:6379`` is a redis-server the test starts, which the server consumes
+  (``CHORUS_CONSUME``, with ``output=chorus:predictions``): the producer block runs against it.
 * The set-up block (``pip install -e . && chorus serve`` / ``bash .ci/test``) is what this test
   stands in for, so it is not run: the server is started the same way (``chorus serve``).
 * The replay block replays all of shuttle.csv.gz (49k rows, ~5 s locally and over HTTP each), as
@@ -28,6 +30,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -36,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from app.testing import free_port
+from app.testing import RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -111,9 +114,21 @@ def report_rows(text: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def server(tmp_path):
+def bus(tmp_path):
+    """The README's Redis bus (a real redis-server; the server consumes it, CHORUS_CONSUME)."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server not on PATH (apt-get install redis-server)")
+    redis = RedisServer(tmp_path / "bus")
+    redis.start()
+    yield redis.port
+    redis.stop()
+
+
+@pytest.fixture
+def server(tmp_path, bus):
     port = free_port()
     env = dict(os.environ, CHORUS_DATA_DIR=str(tmp_path / "chorus-data"), PYTHONPATH=str(ROOT))
+    env["CHORUS_CONSUME"] = f"redis://127.0.0.1:{bus}/0?output=chorus:predictions&block=0.2"
     env.pop("CHORUS_REDIS_URL", None)
     env.pop("CHORUS_URL", None)
     log = (tmp_path / "server.log").open("w")
@@ -143,10 +158,11 @@ def server(tmp_path):
         log.close()
 
 
-def test_readme_blocks_run_as_written(server, tmp_path):
+def test_readme_blocks_run_as_written(server, bus, tmp_path):
     port = server
     text = README.read_text()
-    here = {"localhost:8000": f"localhost:{port}", "127.0.0.1:8000": f"127.0.0.1:{port}"}
+    here = {"localhost:8000": f"localhost:{port}", "127.0.0.1:8000": f"127.0.0.1:{port}",
+            "127.0.0.1:6379": f"127.0.0.1:{bus}"}  # fmt: skip
     work = tmp_path / "work"
     work.mkdir()
     env = dict(os.environ, PYTHONPATH=str(ROOT))

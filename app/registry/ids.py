@@ -69,6 +69,16 @@ class _Segment:
                              np.left_shift(1, pos & np.uint64(7)).astype(np.uint8))  # fmt: skip
         self.count += len(keys)
 
+    def has_many(self, h1: np.ndarray, h2: np.ndarray) -> np.ndarray:
+        """:meth:`has` of every ``(h1, h2)`` pair (uint64 arrays), vectorised."""
+        bits = np.frombuffer(self.bits, dtype=np.uint8)
+        found = np.ones(len(h1), dtype=bool)
+        for i in range(_PROBES):
+            pos = (h1 + np.uint64(i) * h2) % np.uint64(self.nbits)
+            found &= ((bits[(pos >> np.uint64(3)).astype(np.intp)] >> (pos & np.uint64(7)))
+                      & 1).astype(bool)  # fmt: skip
+        return found
+
     def has(self, h1: int, h2: int) -> bool:
         bits, nbits = self.bits, self.nbits
         for i in range(_PROBES):
@@ -105,6 +115,18 @@ class SeenIds:
         h1, h2 = _hash(key)
         return any(seg.has(h1, h2) for seg in reversed(self._segs))
 
+    def maybe_many(self, keys: list[str]) -> list[bool]:
+        """``key in self`` of every key (a batch's ids: one vectorised pass per segment instead
+        of a Python loop of probes per id; the same answers)."""
+        if not self._segs or not keys:
+            return [False] * len(keys)
+        h = np.fromiter((hash(k) & _MASK64 for k in keys), dtype=np.uint64, count=len(keys))
+        h1, h2 = h & np.uint64(_MASK32), (h >> np.uint64(32)) | np.uint64(1)
+        found = np.zeros(len(keys), dtype=bool)
+        for seg in self._segs:
+            found |= seg.has_many(h1, h2)
+        return found.tolist()
+
     def __len__(self) -> int:
         """Ids added and not forgotten (repeats counted again)."""
         return sum(seg.count for seg in self._segs)
@@ -126,6 +148,25 @@ class SeenIds:
             grown = len(seg.bits)
         seg.add(*_hash(key))
         seg.newest = max(seg.newest, seq)
+        return grown
+
+    def add_many(self, keys: list[str], seqs: list[int]) -> int:
+        """:meth:`add` of each ``(key, seq)`` in order (a batch's ids, vectorised: the same
+        segments and bits); returns the bytes newly allocated."""
+        if len(keys) < 16:
+            return sum(self.add(k, q) for k, q in zip(keys, seqs, strict=True))
+        grown = i = 0
+        while i < len(keys):
+            seg = self._segs[-1] if self._segs else None
+            if seg is None or seg.count >= seg.capacity:
+                seg = _Segment(self._next)
+                self._next = min(_LARGEST, 2 * self._next)
+                self._segs.append(seg)
+                grown += len(seg.bits)
+            take = min(len(keys) - i, seg.capacity - seg.count)
+            seg.add_many(keys[i : i + take])
+            seg.newest = max(seg.newest, *seqs[i : i + take])
+            i += take
         return grown
 
     def add_all(self, keys: Iterable[str], seq: int) -> None:

@@ -277,13 +277,15 @@ class ModelWriter:
             return results  # type: ignore[return-value]
         first_of: dict[str, int] = {}
         maybe: dict[str, int] = {}  # ids the filter may have seen: the store knows
+        keys = [ex.key for ex in examples]
+        seen = h.ids.maybe_many(keys) if len(keys) > 8 else None  # type: ignore[arg-type]
         for i, ex in enumerate(examples):
             if ex.key is not None and ex.key not in first_of:
                 first_of[ex.key] = i
                 unsaved = h.unsaved_ids.get(ex.key)
                 if unsaved is not None:
                     results[i] = {**orjson.loads(unsaved[1]), "duplicate": True}
-                elif ex.key in h.ids:
+                elif seen[i] if seen is not None else ex.key in h.ids:
                     maybe[ex.key] = i
         if maybe:
             found = await store_call(self.store.get_answers(h.name, list(maybe)))
@@ -381,10 +383,9 @@ class ModelWriter:
         h.seq = new_seq
         h.learned += len(entries)
         h.metrics.update_many([ex.label for ex in exs], preds)
-        kept = 0
-        for j, key, resp in keyed:
-            kept += h.ids.add(key, seq0 + j + 1)
-            if not log_durable:  # no log holds it: the next snapshot records it in the store
+        kept = h.ids.add_many([k for _, k, _ in keyed], [seq0 + j + 1 for j, _, _ in keyed])
+        if not log_durable:  # no log holds them: the next snapshot records them in the store
+            for j, key, resp in keyed:
                 h.unsaved_ids[key] = (seq0 + j + 1, resp)
                 kept += key_cost(key, resp)
         if len(rows) == len(results):  # every example of the request is new: rows are 0..n-1

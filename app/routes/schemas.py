@@ -432,6 +432,17 @@ _EXAMPLE_KEYS = {"features", "label", "id", "weight"}
 _LABEL_TYPES = {str, int, bool}
 
 
+def plain_json(raw: bytes) -> Any:
+    """``raw`` as orjson reads it, or ``None`` when it is not JSON or may hold an integer that
+    orjson reads otherwise than pydantic (19 digits or more): then pydantic decides."""
+    if _LONG_NUMBER in raw.translate(_DIGITS_ONLY):
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
 def plain_batch(raw: bytes) -> tuple[str, list[Example]] | None:
     """``(model, examples)`` of a batch ``LearnRequest``, exactly as pydantic validates it, or
     ``None`` when the body is anything else (then pydantic decides, and names the field).
@@ -441,12 +452,7 @@ def plain_batch(raw: bytes) -> tuple[str, list[Example]] | None:
     accepts and gives the same values (``weight`` as a float); ``tests/test_batch_learn.py``
     holds it to that on hostile bodies.
     """
-    if _LONG_NUMBER in raw.translate(_DIGITS_ONLY):
-        return None
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
+    body = plain_json(raw)
     if type(body) is not dict or body.keys() != _BATCH_KEYS:
         return None
     model, examples = body["model"], body["examples"]
