@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,41 @@ def test_a_model_trained_across_the_switch_is_the_compiled_model(compile_mode):
     assert modes[0] and not modes[-1]  # (both modes ran)
     assert not jit.interpreting() and not jit.compiling()
     assert same(got, expected)
+
+
+def test_a_failed_subprocess_falls_back_to_this_process(compile_mode, caplog):
+    """The subprocess fails (here: a spec it cannot read): the warning says so with the end of
+    its stderr, the kernels are loaded (or compiled) in this process, and the switch is
+    logged."""
+    from ensembles.warm import warm_spec
+
+    compile_mode("subprocess")
+    caplog.set_level("INFO", logger="chorus")
+    job = jit.CompileJob(key="test-fail", what="test models", module="ensembles.warm",
+                         args=("{not json",), load=lambda: warm_spec(SPEC))  # fmt: skip
+    jit.compile_elsewhere(job).result(timeout=300)
+    assert "in a subprocess failed (exit 1)" in caplog.text and "JSONDecodeError" in caplog.text
+    assert "kernels for test models loaded" in caplog.text
+    _wait_for_the_switch()
+    assert "compiled kernels took over from the interpreted ones" in caplog.text
+
+
+def _wait_for_the_switch() -> None:
+    """(The switch follows a job's result, in the worker thread.)"""
+    for _ in range(400):
+        if not jit.interpreting():
+            return
+        time.sleep(0.05)
+    raise AssertionError("the compiled kernels did not take over")
+
+
+def test_thread_mode_compiles_in_this_process(compile_mode, caplog):
+    compile_mode("thread")
+    caplog.set_level("INFO", logger="chorus")
+    jit.compile_elsewhere(_job("test-thread")).result(timeout=300)
+    _wait_for_the_switch()
+    assert "compiling them in a thread" in caplog.text
+    assert "in a subprocess" not in caplog.text
 
 
 def test_cancelled_before_it_starts_nothing_runs(compile_mode):
