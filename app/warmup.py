@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 log = logging.getLogger("chorus")
 
@@ -89,27 +90,16 @@ def warm_kind(ensemble: str, learner: str = "hoeffding_tree", n: int = 120) -> N
     n
         Examples (enough for a Hoeffding tree with ``grace_period=50`` to split).
     """
-    from ensembles import build_model, compiling_on_purpose, load_state
+    from ensembles.warm import warm_spec
     from learners import NativeLearner
 
-    X = [{"a": float(i % 7), "b": "xyz"[i % 3], "c": (i * 37 % 101) / 101.0} for i in range(n)]
-    y = ["yn"[(i % 7) > 3] for i in range(n)]
     params = {"grace_period": 50} if learner == "hoeffding_tree" else {}
     variants = [params, {**params, **ADAPTIVE.get(ensemble, {})}]
     for variant in variants[: 1 + (ensemble in ADAPTIVE)]:
         spec = {"ensemble": ensemble, "learner": learner,
                 "n_models": 1 if ensemble == "single" else 3, "seed": 1, "params": variant}  # fmt: skip
-        with compiling_on_purpose():  # (no "first call compiles" warning: that is the point)
-            model = build_model(spec)
-        half = n // 2
-        for xi, yi in zip(X[:half], y[:half], strict=True):
-            model.predict_learn_one(xi, yi)
-        model.predict_learn_many(X[half:], y[half:])
-        model.threads = 2  # and the member-parallel batch kernels (CHORUS_THREADS > 1; >= 64 rows)
-        model.predict_learn_many(X, y)
-        model.predict_proba_many(X[:10])
-        model.describe()
-        load_state(model.to_state()).predict_one(X[0])
+        # (threads=2: the member-parallel batch kernels, CHORUS_THREADS > 1)
+        model = warm_spec(spec, threads=2, n=n)
         if not isinstance(model.learner, NativeLearner):
             break  # the adaptive options need a native learner
 
@@ -132,6 +122,7 @@ class Warmup:
     seconds: float = 0.0
     started: float = field(default_factory=time.perf_counter)
     task: asyncio.Task | None = field(default=None, repr=False)  # what start() began
+    job_key: str = ""  # its job of learners.jit.compile_elsewhere, if any
 
     def status(self) -> str:
         """One line for ``/readyz`` and the log."""
@@ -169,45 +160,43 @@ class Warmup:
         self.kinds = list(dict.fromkeys(kinds))
         self.started = time.perf_counter()
         cold = [k for k in self.kinds if not kernels_cached(k)]
-        if cold:
-            jit.set_interpreted(True)
-            self.interpreted = True
-            log.info("numba's cache has no kernels for %s models: compiling them in a subprocess "
-                     "(a minute or two a kind); answering from the interpreted kernels meanwhile", ", ".join(cold))  # fmt: skip
-        self.task = asyncio.create_task(self._run(cold))
+        job = None
+        if cold:  # (learners.jit: the subprocess, the twins meanwhile, the switch; not with
+            # CHORUS_COMPILE=block: then the kernels compile here, /readyz 503 until they do)
+            self.job_key = "app.warmup:" + ",".join(cold)
+            job = jit.compile_elsewhere(jit.CompileJob(
+                key=self.job_key, what=f"{', '.join(cold)} models", module="app.warmup",
+                args=tuple(cold), load=self._load))  # fmt: skip
+            self.interpreted = job is not None
+        self.task = asyncio.create_task(self._run(job))
         return self.task
 
-    async def _compile(self, cold: list[str]) -> int:
-        """Compile ``cold``'s kernels into numba's cache in a subprocess; its exit code."""
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "app.warmup", *cold, stdout=asyncio.subprocess.DEVNULL
-        )
-        try:
-            return await proc.wait()
-        except asyncio.CancelledError:
-            proc.kill()
-            raise
-
-    async def _run(self, cold: list[str]) -> None:
-        from learners import jit
-
-        t0 = self.started
-        if cold:
-            rc = await self._compile(cold)
-            log.info(
-                "kernel compilation finished in %.1f s (exit %s)", time.perf_counter() - t0, rc
-            )
+    def _load(self) -> None:
+        """Load (or compile) every kind's kernels, in a worker thread with compiled kernels."""
         for i, kind in enumerate(self.kinds):
             self.done = i
             log.info("loading engine kernels for %s models (%d/%d)", kind, i + 1, len(self.kinds))
             t = time.perf_counter()
             try:
-                await asyncio.to_thread(_warm_compiled, kind)
+                warm_all(kind)
             except Exception:  # noqa: BLE001 - a failed warm-up must not stop the service
                 log.exception("warm-up of %s failed; its first request compiles instead", kind)
-            self.seconds = time.perf_counter() - t0
+            self.seconds = time.perf_counter() - self.started
             log.info("%s kernels ready in %.1f s", kind, time.perf_counter() - t)
-        jit.set_interpreted(False)
+
+    async def _run(self, job: Any) -> None:
+        from learners import jit
+
+        try:
+            if job is not None:
+                await asyncio.wrap_future(job)
+            else:
+                await asyncio.to_thread(_compiled_here, self._load)
+        except asyncio.CancelledError:
+            jit.cancel_compile(self.job_key)  # (its subprocess stops with the server)
+            raise
+        except Exception:  # noqa: BLE001 - (logged by the job) the first requests compile
+            pass
         self.interpreted = False
         self.done = len(self.kinds)
         self.finished = True
@@ -224,11 +213,11 @@ class Warmup:
         return self.finished or self.interpreted
 
 
-def _warm_compiled(kind: str) -> None:
+def _compiled_here(load: Any) -> None:
     from learners.jit import compiled_here
 
     with compiled_here():
-        warm_all(kind)
+        load()
 
 
 if __name__ == "__main__":  # python -m app.warmup bagging boosting ... (compiles into the cache)

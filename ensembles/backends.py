@@ -15,6 +15,7 @@ which it is.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import threading
@@ -25,11 +26,20 @@ from typing import Any
 
 import numpy as np
 
-from learners import LimitError, Limits
+from learners import MLP, LimitError, Limits, jit
 from learners.base import check_weight, check_weights
-from learners.compiled import TreeBank, bank_params, io_run_of, register_io_run
-from learners.jit import interpreting, is_cached
+from learners.compiled import (
+    BANK_KERNELS,
+    LEARNER_JOB,
+    TreeBank,
+    bank_params,
+    io_run_of,
+    make_run_io,
+    register_io_run,
+)
+from learners.jit import compile_mode, interpreting, is_cached
 from learners.jit import kernel as compiled
+from learners.mlp import mlp_run
 from learners.schema import CATEGORICAL, Schema, normalize_label
 
 from . import _adaptive, _forest, _kernels
@@ -101,9 +111,10 @@ def compiling_on_purpose() -> Iterator[None]:
 def note_compile(kernel: Any) -> None:
     """Log once per process and run kernel that its first call will compile it, when numba's
     cache does not hold it (a Python user on a fresh install otherwise waits a minute or two
-    in silence at the first ``learn_one``); nothing while the interpreted twins run, or
-    within ``compiling_on_purpose``."""
-    if kernel in _NOTED or getattr(_on_purpose, "on", False):
+    in silence at the first ``learn_one``) when it will block (``CHORUS_COMPILE=block``;
+    otherwise ``cold_start`` has it compiled elsewhere and says so); nothing
+    while the interpreted twins run, or within ``compiling_on_purpose``."""
+    if kernel in _NOTED or getattr(_on_purpose, "on", False) or compile_mode() != "block":
         return
     _NOTED.add(kernel)
     run = io_kernel_of(kernel) or kernel
@@ -112,6 +123,30 @@ def note_compile(kernel: Any) -> None:
     log.warning("compiling the engine's kernels for %s: numba's cache does not hold them; the "
                 "first call takes a minute or two (`chorus warmup` compiles every kind once, "
                 "ahead)", getattr(run, "__name__", "this model"))  # fmt: skip
+
+
+def kernels_of(model: Any) -> tuple:
+    """The kernels ``model`` (an ``OnlineEnsemble``) runs on every call: its run kernel (as
+    its IO run kernel) and its bank's, or its MLP members' kernel."""
+    if model._be.native:
+        return (io_kernel_of(model._kernel) or model._kernel, make_run_io, *BANK_KERNELS)
+    if isinstance(model.learner, MLP):
+        return (mlp_run,)
+    return ()
+
+
+def cold_start(model: Any) -> None:
+    """On a cold numba cache, compile ``model``'s kernels (``kernels_of``) in a subprocess with
+    its spec (``python -m ensembles.warm``) while it answers from the interpreted twins
+    (``learners.jit.compile_elsewhere``; nothing with ``CHORUS_COMPILE=block``); and drop the
+    job its prototype learner asked for (``learners.native.cold_start``: not this model's)."""
+    kernels = kernels_of(model)
+    if not all(jit.ready(k) for k in kernels):
+        key = "ensembles.warm:" + ",".join(getattr(k, "__name__", "?") for k in kernels)
+        jit.compile_elsewhere(jit.CompileJob(key=key, what=f"{model.kind} models",
+                                             module="ensembles.warm",
+                                             args=(json.dumps(model.spec()),), kernels=kernels))  # fmt: skip
+    jit.cancel_compile(LEARNER_JOB)
 
 
 class CompiledBackend:

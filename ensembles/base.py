@@ -20,7 +20,7 @@ from learners.compiled import READABLE_VERSIONS, STATE_FORMAT, STATE_VERSION, le
 from learners.jit import kernel
 
 from ._rng import uniform_block
-from .backends import CompiledBackend, PythonBackend, check_threads
+from .backends import CompiledBackend, PythonBackend, check_threads, cold_start
 from .explain import VoteRule, explain_one, feature_importance
 from .members import build_learner, keywords, learner_spec
 
@@ -76,6 +76,7 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
                                        self._runner())  # fmt: skip
         else:
             self._be = PythonBackend(self, learner, self.n_models, self._limits())
+        cold_start(self)  # (on a cold numba cache: compiled elsewhere, the twins answer)
 
     def _settled(self) -> CompiledBackend | PythonBackend:
         """The backend with the learn that ``learn_one`` deferred done: the one place where the

@@ -58,7 +58,14 @@ from __future__ import annotations
 from .limits import Limits
 from .native import _NO_FLOAT_STATE as NO_FLOAT_STATE  # fstate of a kernel keeping none
 from .native import _NO_INT_PARAMS as NO_INT_PARAMS  # ipar of a kernel taking none
-from .native import READABLE_VERSIONS, STATE_FORMAT, STATE_VERSION, NativeLearner
+from .native import (
+    BANK_KERNELS,
+    LEARNER_JOB,
+    READABLE_VERSIONS,
+    STATE_FORMAT,
+    STATE_VERSION,
+    NativeLearner,
+)
 from .tree import KERNEL_FILES
 from .tree.bank import TreeBank
 from .tree.calls import io_run_of, register_io_run
@@ -96,6 +103,8 @@ def learner_limits(learner: NativeLearner) -> Limits:
 
 
 __all__ = [
+    "BANK_KERNELS",
+    "LEARNER_JOB",
     "KERNEL_SOURCES",
     "NO_FLOAT_STATE",
     "NO_INT_PARAMS",

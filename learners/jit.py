@@ -12,15 +12,32 @@ Interpreted twins: ``twin(name)`` runs a kernel module's source again with ``nji
 identity, so its kernels run in Python on the same arrays with the same results (tests check bit
 for bit). ``set_interpreted(True)`` makes every kernel call (through ``kernel(fn)``) use them: a
 server on a cold numba cache answers at once while the compiled kernels are built elsewhere.
+
+Compiling elsewhere: ``compile_elsewhere(job)`` is how a model whose kernels numba's cache does
+not hold answers at once (a server's start, a Python user's first ``learn_one``): the kernels
+run as their twins while ``python -m <job.module> <job.args>`` compiles them into the cache in
+a subprocess; then ``job.load()`` loads them in a thread of this process and they take over,
+between two kernel calls. ``CHORUS_COMPILE`` chooses how (``compile_mode``). Which kernels a
+model needs and what compiles them is its package's to say (``learners.warm``,
+``ensembles.warm``): this module knows only jobs.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import importlib
+import logging
+import os
+import subprocess
+import sys
+import tempfile
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -175,7 +192,15 @@ def set_interpreted(flag: bool) -> None:
 
     Both run the same code on the same arrays, so a model can switch between two calls: the
     service answers from the twins while the compiled kernels are built in another process.
+    The mode set here is the caller's: ``compile_elsewhere`` leaves it as it is (it starts
+    nothing while the caller's interpreted mode holds, and switches nothing back).
     """
+    with _COMPILES.lock:
+        _COMPILES.owned = False
+        _set_mode(flag)
+
+
+def _set_mode(flag: bool) -> None:
     if flag:
         for name in KERNEL_MODULES:
             twin(name)
@@ -240,3 +265,281 @@ def twin_of(fn: Any) -> Any:
             return run(*args)
 
     return quiet
+
+
+# --------------------------------------------------------------------------- compiling elsewhere
+log = logging.getLogger("chorus")
+COMPILE_MODES = ("subprocess", "thread", "block")
+GATHER_SECONDS = 0.3  # jobs asked for within this of the first start together (or are cancelled)
+PROGRESS_SECONDS = 20.0  # a line in the log this often while a subprocess compiles
+
+
+@dataclass(frozen=True)
+class CompileJob:
+    """What compiles some kernels into numba's cache and loads them.
+
+    Parameters
+    ----------
+    key
+        Jobs with one key are one job (asking again while it is pending or running adds none).
+    what
+        What it compiles, for the log (``"bagging models"``).
+    module, args
+        ``python -m module *args`` compiles the kernels into numba's cache (args of the jobs of
+        one module that start together are given to one subprocess); the module's
+        ``warm(*args)`` does it.
+    load
+        Loads them in this process (from the cache: well under a second; on a cold cache it
+        compiles them); runs in a worker thread with compiled kernels (``compiled_here``).
+        None: the module's ``warm(*args)``.
+    kernels
+        The kernels it is for, if known: when they are ``ready`` by the time the job starts
+        (another job compiled them), it only loads them.
+    """
+
+    key: str
+    what: str
+    module: str
+    args: tuple[str, ...]
+    load: Callable[[], None] | None = field(default=None, compare=False)
+    kernels: tuple = field(default=(), compare=False)
+
+
+class _Compiles:
+    """The jobs of ``compile_elsewhere`` (one per process, behind ``lock``)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.mode: str | None = None  # set_compile_mode's, else CHORUS_COMPILE
+        self.pending: list[tuple[CompileJob, Future]] = []
+        self.running: list[tuple[CompileJob, Future]] = []
+        self.owned = False  # the interpreted mode is ours (we switch it back when done)
+        self.driver: threading.Thread | None = None
+        self.started = 0.0
+        self.proc: subprocess.Popen | None = None
+
+
+_COMPILES = _Compiles()
+
+
+def set_compile_mode(mode: str | None) -> None:
+    """Override ``CHORUS_COMPILE`` for this process (``None``: the variable again)."""
+    if mode is not None and mode not in COMPILE_MODES:
+        raise ValueError(f"compile mode must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
+    _COMPILES.mode = mode
+
+
+def compile_mode() -> str:
+    """How a model whose kernels numba's cache does not hold gets them: ``"subprocess"`` (the
+    default: compiled in a subprocess while the interpreted twins answer), ``"thread"`` (in a
+    thread of this process, while the twins answer: slower, they share the GIL), ``"block"``
+    (the first call compiles them, as numba does). ``CHORUS_COMPILE`` or
+    ``set_compile_mode``; ``ValueError`` naming the choices for anything else."""
+    mode = _COMPILES.mode or os.environ.get("CHORUS_COMPILE", "").strip().lower() or "subprocess"
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"CHORUS_COMPILE must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
+    return mode
+
+
+_ready: set = set()  # kernels found in numba's cache (is_cached reads a file)
+
+
+def ready(fn: Any) -> bool:
+    """Whether kernel ``fn`` runs without compiling: compiled (or loaded) in this process
+    already, or in numba's on-disk cache."""
+    if getattr(fn, "signatures", None) or fn in _ready:
+        return True
+    if is_cached(fn):
+        _ready.add(fn)
+        return True
+    return False
+
+
+def compile_elsewhere(job: CompileJob) -> Future | None:
+    """Run kernels as their interpreted twins until ``job`` has compiled and loaded them.
+
+    Starts ``python -m job.module *job.args`` (the same interpreter, numba cache and
+    ``sys.path``, ``CHORUS_COMPILE=block``) in a worker thread after ``GATHER_SECONDS`` (jobs
+    asked for meanwhile start with it; ``cancel_compile`` drops one), then ``job.load()`` in
+    that thread, and when no job is left, switches kernels back to compiled (between two
+    kernel calls: both give the same results, bit for bit). If the subprocess fails, ``load``
+    compiles them in that thread instead. Logged to the ``chorus`` logger: the start (a
+    warning: the first calls run at Python speed), progress, the switch with its time.
+
+    Returns a future done when ``job`` is loaded, or None when nothing was started: with
+    ``compile_mode() == "block"``, or while kernels run interpreted at a caller's request
+    (``set_interpreted(True)``). A process forked meanwhile runs compiled kernels (its first
+    call compiles or loads them): the worker thread is not forked.
+    """
+    if compile_mode() == "block":
+        return None
+    C = _COMPILES
+    with C.lock:
+        for queued, its in (*C.pending, *C.running):
+            if queued.key == job.key:
+                return its
+        if MODE.interpreted and not C.owned:
+            return None  # the caller's interpreted mode (set_interpreted): theirs to end
+        if not C.owned:
+            _set_mode(True)
+            C.owned = True
+            C.started = time.perf_counter()
+        future: Future = Future()
+        C.pending.append((job, future))
+        if C.driver is None:
+            C.driver = threading.Thread(target=_drive, name="chorus-compile", daemon=True)
+            C.driver.start()
+    return future
+
+
+def cancel_compile(key: str) -> None:
+    """Drop the job ``key``: if it has not started (a learner that became an ensemble's
+    prototype: the ensemble's job compiles what it runs), or it is running (a server that
+    stops: its subprocess is stopped when no other job shares it). With no job left, kernels
+    run compiled again at once."""
+    C = _COMPILES
+    with C.lock:
+        for job, future in [(j, f) for j, f in C.pending if j.key == key]:
+            C.pending.remove((job, future))
+            future.cancel()
+        for job, future in C.running:
+            if job.key == key:
+                future.cancel()
+        if C.running and all(f.cancelled() for _, f in C.running) and C.proc is not None:
+            C.proc.terminate()
+        if C.owned and not C.pending and not C.running:
+            _set_mode(False)
+            C.owned = False
+
+
+def compiling() -> bool:
+    """Whether a job of ``compile_elsewhere`` is pending or running."""
+    C = _COMPILES
+    with C.lock:
+        return bool(C.pending or C.running)
+
+
+def _drive() -> None:
+    """The worker thread: runs the pending jobs, then switches kernels back to compiled."""
+    C = _COMPILES
+    time.sleep(GATHER_SECONDS)
+    while True:
+        with C.lock:
+            jobs = C.running = C.pending
+            C.pending = []
+            if not jobs:
+                C.driver = None
+                if C.owned:
+                    _set_mode(False)
+                    C.owned = False
+                    log.info("compiled kernels took over from the interpreted ones, %.1f s after "
+                             "these began answering", time.perf_counter() - C.started)  # fmt: skip
+                return
+        for module in dict.fromkeys(j.module for j, _ in jobs):
+            group = [(j, f) for j, f in jobs if j.module == module]
+            try:
+                _run_group(module, group)
+            except BaseException as exc:  # noqa: BLE001 - every waiter hears of it
+                for _, f in group:
+                    if not f.done():
+                        f.set_exception(exc)
+        with C.lock:
+            C.running = []
+
+
+def _run_group(module: str, group: list[tuple[CompileJob, Future]]) -> None:
+    """Compile the jobs of one module in one subprocess (``compile_mode() == "subprocess"``),
+    then load each of them (compiling it here if the subprocess failed)."""
+    what = ", ".join(j.what for j, _ in group)
+    t0 = time.perf_counter()
+    live = [f for _, f in group if not f.cancelled()]
+    mode = compile_mode()
+    if all(j.kernels and all(ready(k) for k in j.kernels) for j, _ in group):
+        mode = "load"  # (a job before compiled them into the cache)
+    else:
+        log.warning("numba's cache has no kernels for %s: compiling them %s (a minute or two; "
+                    "cached for the next run); answering from the interpreted kernels meanwhile",
+                    what, "in a subprocess" if mode == "subprocess" else "in a thread")  # fmt: skip
+    if mode == "subprocess":
+        rc, tail = _subprocess(module, tuple(a for j, _ in group for a in j.args), what)
+        if all(f.cancelled() for f in live):
+            return
+        if rc == 0:
+            log.info("compiled the kernels for %s in %.1f s (subprocess); loading them",
+                     what, time.perf_counter() - t0)  # fmt: skip
+        else:
+            log.warning("compiling the kernels for %s in a subprocess failed (exit %s): "
+                        "compiling them in this process instead, the interpreted kernels answer "
+                        "meanwhile%s", what, rc, f"\n{tail}" if tail else "")  # fmt: skip
+    for job, future in group:
+        if future.cancelled():
+            continue
+        t = time.perf_counter()
+        try:
+            with compiled_here():
+                if job.load is not None:
+                    job.load()
+                else:
+                    importlib.import_module(job.module).warm(*job.args)
+        except Exception as exc:  # noqa: BLE001 - the model compiles on first compiled use
+            log.exception("loading the compiled kernels for %s failed", job.what)
+            future.set_exception(exc)
+            continue
+        log.info("kernels for %s loaded in %.1f s", job.what, time.perf_counter() - t)
+        future.set_result(time.perf_counter() - _COMPILES.started)
+
+
+def _subprocess(module: str, args: tuple[str, ...], what: str) -> tuple[int, str]:
+    """Run ``python -m module *args``; its exit code and the end of its stderr."""
+    import numba
+
+    env = dict(os.environ, CHORUS_COMPILE="block")  # (it compiles: no job of its own)
+    cache_dir = getattr(numba.config, "CACHE_DIR", "")  # (NUMBA_CACHE_DIR, or as set here)
+    if cache_dir:
+        env["NUMBA_CACHE_DIR"] = str(cache_dir)
+    root = Path(importlib.import_module(module.split(".")[0]).__file__ or ".").resolve().parents[1]
+    env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(  # noqa: S603 - our own module, this interpreter
+            [sys.executable, "-m", module, *args], env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=err,
+        )  # fmt: skip
+        _COMPILES.proc = proc
+        try:
+            while True:
+                try:
+                    rc = proc.wait(timeout=PROGRESS_SECONDS)
+                    break
+                except subprocess.TimeoutExpired:
+                    log.info("still compiling the kernels for %s in process %d (%.0f s so far)",
+                             what, proc.pid, time.perf_counter() - t0)  # fmt: skip
+        finally:
+            _COMPILES.proc = None
+        err.seek(0)
+        tail = err.read()[-3000:].decode(errors="replace").strip()
+    return rc, tail
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has no worker thread: its kernels run compiled (its first call compiles
+    or loads them from the cache the parent's job fills)."""
+    global _COMPILES
+    owned = _COMPILES.owned
+    mode = _COMPILES.mode
+    _COMPILES = _Compiles()
+    _COMPILES.mode = mode
+    if owned:
+        MODE.interpreted = False
+
+
+def _at_exit() -> None:
+    proc = _COMPILES.proc
+    if proc is not None and proc.poll() is None:
+        log.info("process %d goes on compiling the engine's kernels into numba's cache, for the "
+                 "next run", proc.pid)  # fmt: skip
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(_at_exit)

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from . import jit
 from .base import Features, Label, ManyMixin, RiverEstimator, check_weights
 from .encoded import EncodedRows
 from .limits import Limits, ParamError
@@ -15,7 +16,9 @@ from .schema import Schema
 from .tree import layout, subspace
 from .tree.bank import TreeBank
 from .tree.layout import TreeParams
-from .tree.run import single_run
+from .tree.rows import new_leaf
+from .tree.run import single_run, single_run_io
+from .tree.structs import _make_bank, make_run_io
 
 STATE_FORMAT = "chorus-state"
 # 2: sparse leaf statistics; 3: and sparse over the classes; 4: live rows only, in canonical
@@ -28,6 +31,26 @@ _LEAF_PRED = {"mc": layout.PRED_MC, "nb": layout.PRED_NB, "nba": layout.PRED_NBA
 _UNLIMITED = 1 << 40
 _NO_INT_PARAMS = np.zeros(1, np.int64)  # what single_run takes as ipar / fstate (unused)
 _NO_FLOAT_STATE = np.zeros((1, 1))
+
+
+# what every bank runs when it is made (its struct, its trees' roots), and what a native learner
+# on its own runs besides (its run kernel)
+BANK_KERNELS = (_make_bank, new_leaf)
+LEARNER_KERNELS = (*BANK_KERNELS, make_run_io, single_run_io)
+LEARNER_JOB = "learners.warm"  # its compile job's key (and module)
+
+
+def cold_start() -> None:
+    """Ask for a native learner's kernels (``LEARNER_KERNELS``) to be compiled elsewhere
+    (``python -m learners.warm``) when numba's cache does not hold them
+    (``learners.jit.compile_elsewhere``; nothing with ``CHORUS_COMPILE=block``). Called before
+    a learner's bank is made: that runs kernels. An ensemble made from the learner drops the
+    job (``ensembles.backends.cold_start``): its own compiles what it runs."""
+    if all(jit.ready(k) for k in LEARNER_KERNELS):
+        return
+    jit.compile_elsewhere(jit.CompileJob(key=LEARNER_JOB, what="native learners",
+                                         module=LEARNER_JOB, args=(),
+                                         kernels=LEARNER_KERNELS))  # fmt: skip
 
 
 # upper bounds of the size parameters: what a model spec may make the engine count or allocate
@@ -89,6 +112,7 @@ class NativeLearner(ManyMixin, RiverEstimator):
     _defer_learns = True
 
     def __init__(self) -> None:
+        cold_start()  # (on a cold numba cache: kernels compile elsewhere, twins answer)
         self._tb = TreeBank(self._tree_params(), 1, limits=self._limits())
 
     @property

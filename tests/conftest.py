@@ -22,6 +22,12 @@ import pytest
 from hypothesis import settings
 
 from app.testing import RedisServer, free_port
+from learners import jit
+
+# a model on a cold numba cache compiles on its first call here, as numba does (a test that
+# finds a stale cache must not run on the interpreted kernels meanwhile); the tests of
+# compiling elsewhere choose their mode (test_compile_elsewhere.py), children their own
+jit.set_compile_mode("block")
 
 # hypothesis: CI (.ci/run passes --hypothesis-profile=ci) draws the same examples on every run, so a
 # red CI is the code's doing and reproduces; any other run draws new ones (``--hypothesis-seed=N``

@@ -190,9 +190,9 @@ def test_readiness_waits_for_every_kernel_a_kind_may_run():
 # loads each snapshot and replays the log past it. It must run on the interpreted kernels, so
 # that nothing compiles in the server's process before it is ready (it took a minute: the load
 # checks' kernels, then the replay's run kernel). The child patches the warm-up's compile
-# subprocess to never finish, so the compiled kernels cannot take over meanwhile.
+# subprocess (learners.jit's) to never finish, so the compiled kernels cannot take over meanwhile.
 _RESTART_COLD = r"""
-import asyncio, json, sys, time, warnings
+import json, sys, threading, time, warnings
 from pathlib import Path
 warnings.simplefilter("ignore")
 from fastapi.testclient import TestClient
@@ -202,11 +202,11 @@ from app.main import create_app
 from app.settings import Settings
 from learners import jit
 
-async def never(self, cold):
-    await asyncio.Event().wait()
-    return 0
+def never(module, args, what):
+    threading.Event().wait()
+    return 0, ""
 
-app.warmup.Warmup._compile = never
+jit._subprocess = never
 
 {LOADED}
 probes = json.loads(sys.argv[2])
@@ -331,9 +331,10 @@ def test_readyz_and_the_log_say_how_far_recovery_is(tmp_path, monkeypatch, caplo
 
 
 def test_a_python_user_is_told_once_that_the_first_call_compiles(tmp_path):
-    """On an empty numba cache, building a model logs (once per run kernel and process) that
-    its first call compiles and that ``chorus warmup`` does it ahead; a second model of the
-    same kind says nothing more, nor does one built by the warm-up (``compiling_on_purpose``).
+    """With ``CHORUS_COMPILE=block``, on an empty numba cache, building a model logs (once per
+    run kernel and process) that its first call compiles and that ``chorus warmup`` does it
+    ahead; a second model of the same kind says nothing more, nor does one built by the
+    warm-up (``compiling_on_purpose``).
     Nothing is learned, so the child compiles only what building a model does."""
     import os
     import subprocess
@@ -353,7 +354,8 @@ def test_a_python_user_is_told_once_that_the_first_call_compiles(tmp_path):
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
                          text=True, timeout=600,
-                         env=dict(os.environ, PYTHONPATH=str(root), NUMBA_CACHE_DIR=str(cache)))  # fmt: skip
+                         env=dict(os.environ, PYTHONPATH=str(root), NUMBA_CACHE_DIR=str(cache),
+                                  CHORUS_COMPILE="block"))  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     lines = [ln for ln in out.stderr.splitlines() if "compiling the engine's kernels" in ln]
     assert len(lines) == 2, out.stderr[-2000:]  # bagging's run kernel, then boosting's
