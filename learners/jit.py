@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +27,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-from numba.core import types
+from numba.core import config, event, types
 from numba.core.registry import CPUDispatcher
 
 
@@ -81,6 +82,49 @@ def purge_stale_cache(module_file: str | Path, deps: tuple[Path, ...]) -> None:
         stamp.write_text(digest)
     except OSError:
         pass  # read-only install: the cache cannot be stale relative to the installed sources
+
+
+# --------------------------------------------------------------------------- optimisation levels
+# numba compiles a kernel's callees first, each into machine code of its own, then links their
+# LLVM code into the caller's module and optimises (O3) and compiles all of it again: a kernel's
+# code is optimised once per kernel above it. Only the top-level kernel's machine code runs when
+# Python calls it (the run kernels), so a kernel compiled for a caller (a nested compile) is
+# optimised at NESTED_OPT only: its caller's O3 pass optimises it again, inlined or not, with
+# everything around it (``benchmarks/compiletime.py``: compile CPU; results are bit-identical,
+# numba's code has no fast-math). A kernel Python calls directly runs the machine code of its
+# first compile: O3 when that was a top-level one. Kernels Python calls once per model or per
+# state (constructors, checks: ``compiled_cold``) are compiled at NESTED_OPT too.
+NESTED_OPT = int(os.environ.get("CHORUS_NESTED_OPT", "1"))  # (3: as numba, for A/B)
+_COLD: set[Any] = set()  # the py_funcs of compiled_cold's kernels
+
+
+def compiled_cold(*kernels: Any) -> None:
+    """Compile ``kernels`` at ``NESTED_OPT`` even when Python calls them: kernels run once per
+    model or state, whose O3 costs compile time and saves nothing measurable."""
+    _COLD.update(getattr(k, "py_func", k) for k in kernels)  # (a twin passes functions)
+
+
+_config: Any = config  # (numba sets its attributes at import: untyped)
+
+
+class _NestedOpt(event.Listener):
+    """Sets ``config.OPT`` (read by numba's LLVM pass builders) for the duration of each
+    compile: ``NESTED_OPT`` within another kernel's compile, numba's level otherwise."""
+
+    def __init__(self) -> None:
+        self.levels: list[Any] = []
+
+    def on_start(self, ev: event.Event) -> None:
+        self.levels.append(_config.OPT)
+        nested = len(self.levels) > 1 or ev.data["dispatcher"].py_func in _COLD
+        if nested and int(_config.OPT) > NESTED_OPT:
+            _config.OPT = _config._OptLevel(NESTED_OPT)
+
+    def on_end(self, ev: event.Event) -> None:
+        _config.OPT = self.levels.pop()
+
+
+event.register("numba:compile", _NestedOpt())
 
 
 # --------------------------------------------------------------------------- interpreted twins
