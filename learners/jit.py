@@ -86,20 +86,19 @@ def purge_stale_cache(module_file: str | Path, deps: tuple[Path, ...]) -> None:
 
 # --------------------------------------------------------------------------- optimisation levels
 # numba compiles a kernel's callees first, each into machine code of its own, then links their
-# LLVM code into the caller's module and optimises (O3) and compiles all of it again: a kernel's
-# code is optimised once per kernel above it. Only the top-level kernel's machine code runs when
-# Python calls it (the run kernels), so a kernel compiled for a caller (a nested compile) is
-# optimised at NESTED_OPT only: its caller's O3 pass optimises it again, inlined or not, with
-# everything around it (``benchmarks/compiletime.py``: compile CPU; results are bit-identical,
-# numba's code has no fast-math). A kernel Python calls directly runs the machine code of its
-# first compile: O3 when that was a top-level one. Kernels Python calls once per model or per
-# state (constructors, checks: ``compiled_cold``) are compiled at NESTED_OPT too.
-NESTED_OPT = int(os.environ.get("CHORUS_NESTED_OPT", "1"))  # (3: as numba, for A/B)
+# LLVM code into the caller's module and optimises (O3) and compiles all of it again. Kernels
+# Python calls once per model or per state (constructors, checks: ``compiled_cold``) gain
+# nothing from O3 and are compiled at COLD_OPT, with what they alone call. ``NESTED_OPT`` (a
+# kernel compiled for a caller) stays numba's level: O1 there saved ~5% of a cold compile's CPU
+# (``benchmarks/compiletime.py``) but the batch loops measured 4-13% slower (``benchmarks/ab.py``),
+# within a noisy machine's range but not worth the risk; ``CHORUS_NESTED_OPT=1`` to measure it.
+COLD_OPT = 1
+NESTED_OPT = int(os.environ.get("CHORUS_NESTED_OPT", "3"))
 _COLD: set[Any] = set()  # the py_funcs of compiled_cold's kernels
 
 
 def compiled_cold(*kernels: Any) -> None:
-    """Compile ``kernels`` at ``NESTED_OPT`` even when Python calls them: kernels run once per
+    """Compile ``kernels`` at ``COLD_OPT`` even when Python calls them: kernels run once per
     model or state, whose O3 costs compile time and saves nothing measurable."""
     _COLD.update(getattr(k, "py_func", k) for k in kernels)  # (a twin passes functions)
 
@@ -109,16 +108,21 @@ _config: Any = config  # (numba sets its attributes at import: untyped)
 
 class _NestedOpt(event.Listener):
     """Sets ``config.OPT`` (read by numba's LLVM pass builders) for the duration of each
-    compile: ``NESTED_OPT`` within another kernel's compile, numba's level otherwise."""
+    compile: ``COLD_OPT`` for a ``compiled_cold`` kernel and its callees, ``NESTED_OPT`` within
+    another kernel's compile, numba's level otherwise."""
 
     def __init__(self) -> None:
         self.levels: list[Any] = []
 
     def on_start(self, ev: event.Event) -> None:
         self.levels.append(_config.OPT)
-        nested = len(self.levels) > 1 or ev.data["dispatcher"].py_func in _COLD
-        if nested and int(_config.OPT) > NESTED_OPT:
-            _config.OPT = _config._OptLevel(NESTED_OPT)
+        level = int(_config.OPT)
+        if ev.data["dispatcher"].py_func in _COLD:
+            level = min(level, COLD_OPT)
+        elif len(self.levels) > 1:
+            level = min(level, NESTED_OPT)
+        if level != int(_config.OPT):
+            _config.OPT = _config._OptLevel(level)
 
     def on_end(self, ev: event.Event) -> None:
         _config.OPT = self.levels.pop()

@@ -28,7 +28,7 @@ def test_order_of_is_argsort_of_distinct_keys(keys):
     assert jit.twin_of(rows.order_of)(a).tolist() == expected.tolist()
 
 
-def test_nested_compiles_run_at_nested_opt_and_restore_the_level():
+def test_cold_kernels_compile_at_cold_opt_and_the_level_is_restored():
     seen: dict[str, int] = {}
 
     class Spy(event.Listener):
@@ -46,15 +46,26 @@ def test_nested_compiles_run_at_nested_opt_and_restore_the_level():
     def caller(x):
         return callee(x) * 2
 
+    @nb.njit
+    def cold_callee(x):
+        return x - 1
+
+    @nb.njit
+    def cold(x):
+        return cold_callee(x) * 3
+
+    jit.compiled_cold(cold)
     before = config.OPT
     spy = Spy()
     event.register("numba:compile", spy)
     try:
-        assert caller(2) == 6
+        assert caller(2) == 6 and cold(2) == 3
     finally:
         event.unregister("numba:compile", spy)
     assert config.OPT is before
-    assert seen == {"callee": min(int(before), jit.NESTED_OPT), "caller": int(before)}
+    low = min(int(before), jit.COLD_OPT)
+    assert seen == {"callee": min(int(before), jit.NESTED_OPT), "caller": int(before),
+                    "cold_callee": low, "cold": low}  # fmt: skip
 
 
 def test_jobs_cover_every_model_warm_all_trains():
