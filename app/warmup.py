@@ -16,6 +16,7 @@ the kernels' interpreted twins (``learners.jit``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -278,14 +279,19 @@ class Warmup:
         return self.task
 
     async def _compile(self, cold: list[str]) -> int:
-        """Compile ``cold``'s kernels into numba's cache in a subprocess; its exit code."""
+        """Compile ``cold``'s kernels into numba's cache in a subprocess (and its job processes,
+        ``warm_jobs``: one process group, killed together); its exit code."""
+        import signal
+
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "app.warmup", *cold, stdout=asyncio.subprocess.DEVNULL
-        )
+            sys.executable, "-m", "app.warmup", *cold, stdout=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
         try:
             return await proc.wait()
         except asyncio.CancelledError:
-            proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             raise
 
     async def _run(self, cold: list[str]) -> None:
