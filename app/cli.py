@@ -790,31 +790,39 @@ def replay(
 # ---------------------------------------------------------------------------- warmup
 
 
-def warm_engine() -> int:
-    """Compile (and cache on disk) the engine's kernels by training tiny models of every kind.
+def warm_engine(kinds: str = "all") -> int:
+    """Compile (and cache on disk) the engine's kernels by training tiny models of every kind
+    named (``CHORUS_WARMUP`` syntax) with every learner, in parallel processes
+    (``app.warmup.warm_jobs``).
 
     Returns
     -------
     int
-        How many model kinds were trained.
+        How many model kinds (ensemble x learner) were trained.
     """
-    from app.warmup import ENSEMBLES, LEARNERS, TREES_ONLY, warm_kind
+    from app.warmup import LEARNERS, jobs, parse_kinds, warm_jobs
 
-    n = 0
-    for ensemble in ENSEMBLES:
-        for learner in ("hoeffding_tree",) if ensemble in TREES_ONLY else LEARNERS:
-            warm_kind(ensemble, learner)
-            n += 1
-    return n
+    todo = jobs(parse_kinds(kinds), LEARNERS)
+    warm_jobs(todo)
+    return len({(kind, learner) for kind, learner, _ in todo})
 
 
 @app.command()
-def warmup() -> None:
-    """Compile and cache the engine's kernels (the Docker image runs this at build time)."""
+def warmup(
+    kinds: Annotated[
+        str,
+        typer.Option(help="Ensemble kinds to compile (bagging,boosting,single,arf,srp, all)."),
+    ] = "all",
+) -> None:
+    """Compile and cache the engine's kernels (the Docker image runs this at build time), in
+    CHORUS_WARMUP_JOBS processes (default: the cores, at most 2)."""
     import time
 
     t0 = time.perf_counter()
-    n = warm_engine()
+    try:
+        n = warm_engine(kinds)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--kinds") from exc
     out.print(f"warmed {n} model kinds in {time.perf_counter() - t0:.1f} s")
 
 

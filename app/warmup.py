@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("chorus")
@@ -75,7 +77,8 @@ def parse_kinds(text: str) -> list[str]:
     return kinds
 
 
-def warm_kind(ensemble: str, learner: str = "hoeffding_tree", n: int = 120) -> None:
+def warm_kind(ensemble: str, learner: str = "hoeffding_tree", n: int = 120,
+              variants: tuple[int, ...] = (0, 1)) -> None:  # fmt: skip
     """Compile (or load from the cache) what a model of this kind runs in the service.
 
     Trains a tiny model one example at a time and in a batch, predicts, describes it and reloads
@@ -89,13 +92,18 @@ def warm_kind(ensemble: str, learner: str = "hoeffding_tree", n: int = 120) -> N
         The kind (``ensembles.build_model`` names).
     n
         Examples (enough for a Hoeffding tree with ``grace_period=50`` to split).
+    variants
+        Which of the two models: 0 the kind's plain one, 1 the one with its adaptive options
+        (``warm_jobs`` runs them in different processes).
     """
     from ensembles.warm import warm_spec
     from learners import NativeLearner
 
     params = {"grace_period": 50} if learner == "hoeffding_tree" else {}
-    variants = [params, {**params, **ADAPTIVE.get(ensemble, {})}]
-    for variant in variants[: 1 + (ensemble in ADAPTIVE)]:
+    for v in variants:
+        if v == 1 and not (ensemble in ADAPTIVE and learner not in ("mlp",)):
+            continue  # the adaptive options need a native learner
+        variant = {**params, **ADAPTIVE[ensemble]} if v == 1 else params
         spec = {"ensemble": ensemble, "learner": learner,
                 "n_models": 1 if ensemble == "single" else 3, "seed": 1, "params": variant}  # fmt: skip
         # (threads=2: the member-parallel batch kernels, CHORUS_THREADS > 1)
@@ -109,6 +117,97 @@ def warm_all(ensemble: str) -> None:
     adaptive options) and the MLP's (``KERNEL_LEARNERS``)."""
     for learner in ("hoeffding_tree",) if ensemble in TREES_ONLY else KERNEL_LEARNERS:
         warm_kind(ensemble, learner)
+
+
+# ------------------------------------------------------------------ compiling in parallel
+# A cold warm-up is numba compiling kernels, one core's work at a time. The models it trains
+# (``jobs``: per kind, the native learner's plain and adaptive models and the MLP's) run mostly
+# different top-level kernels, so ``warm_jobs`` trains them in ``CHORUS_WARMUP_JOBS`` processes
+# (default: the cores, at most 2). The kernels they share (a tree's learn and predict, the state
+# loader) must not compile twice: each process compiles a kernel of ours holding a file lock
+# named after it (``locked_compiles``), and a process that waited finds it in numba's cache.
+# Locks are taken in call order (a caller's, then its callees'), and kernels do not recurse, so
+# two processes cannot wait for each other.
+
+
+def jobs(kinds: Iterable[str], learners: Iterable[str] | None = None) -> list[tuple[str, str, int]]:
+    """The models ``warm_all`` trains for ``kinds`` (or, with ``learners``, ``warm_kind`` for
+    each of those learners), as ``(kind, learner, variant)``: the plain native models first
+    (they compile the tree kernels every model shares), then the MLP's (which share none, so a
+    second process has work at once), then the adaptive ones (which find the tree kernels in
+    the cache by then)."""
+    out: list[tuple[str, str, int]] = []
+    for kind in kinds:
+        names = learners if learners is not None else KERNEL_LEARNERS
+        for learner in ("hoeffding_tree",) if kind in TREES_ONLY else names:
+            for v in (0, 1) if kind in ADAPTIVE and learner != "mlp" else (0,):
+                out.append((kind, learner, v))
+    order = {"hoeffding_tree": 0, "mlp": 1}
+    return sorted(out, key=lambda j: (j[2], order.get(j[1], 2)))  # (stable)
+
+
+def warm_processes() -> int:
+    """``CHORUS_WARMUP_JOBS``, else the cores (at most 2: numba's compiler holds ~1 GB each)."""
+    text = os.environ.get("CHORUS_WARMUP_JOBS", "")
+    if text.strip():
+        return max(1, int(text))
+    return max(1, min(2, len(os.sched_getaffinity(0))))
+
+
+def warm_jobs(todo: list[tuple[str, str, int]], processes: int | None = None) -> None:
+    """Train the models of ``todo`` (``jobs``) in ``processes`` subprocesses at a time
+    (``warm_processes``), sharing what they compile through numba's cache; in this process when
+    one. Raises ``RuntimeError`` naming the jobs that failed."""
+    processes = warm_processes() if processes is None else processes
+    if processes <= 1 or len(todo) <= 1:
+        for kind, learner, v in todo:
+            warm_kind(kind, learner, variants=(v,))
+        return
+    import subprocess
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    with tempfile.TemporaryDirectory(prefix="chorus-warmup-") as locks:
+        env = dict(os.environ, CHORUS_WARMUP_LOCKS=locks)
+
+        def run(job: tuple[str, str, int]) -> int:
+            argv = [sys.executable, "-m", "app.warmup", "--job", ":".join(map(str, job))]
+            return subprocess.run(argv, env=env, stdout=subprocess.DEVNULL).returncode
+
+        with ThreadPoolExecutor(processes) as pool:
+            codes = list(pool.map(run, todo))
+    failed = [":".join(map(str, j)) for j, rc in zip(todo, codes, strict=True) if rc]
+    if failed:
+        raise RuntimeError(f"warm-up failed for {', '.join(failed)}")
+
+
+def locked_compiles(directory: str) -> None:
+    """From now on this process compiles each kernel of the kernel modules holding an exclusive
+    file lock in ``directory`` named after it (see the comment above ``jobs``)."""
+    import fcntl
+
+    from numba.core.dispatcher import Dispatcher
+
+    from learners.jit import KERNEL_MODULES
+
+    compile_ = Dispatcher.compile
+    held: set[str] = set()  # this process's (a lock is not re-entrant across file objects)
+
+    def compile(self: Dispatcher, sig: Any) -> Any:
+        func = self.py_func
+        name = f"{func.__module__}.{func.__qualname__}"
+        if func.__module__ not in KERNEL_MODULES or "<" in name or name in held:
+            return compile_(self, sig)
+        with open(Path(directory) / f"{name}.lock", "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            held.add(name)
+            try:
+                return compile_(self, sig)  # (loads from the cache what another compiled)
+            finally:
+                held.discard(name)
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    Dispatcher.compile = compile  # type: ignore[method-assign]
 
 
 @dataclass
@@ -221,5 +320,10 @@ def _compiled_here(load: Any) -> None:
 
 
 if __name__ == "__main__":  # python -m app.warmup bagging boosting ... (compiles into the cache)
-    for name in sys.argv[1:]:
-        warm_all(name)
+    if sys.argv[1:2] == ["--job"]:  # one of warm_jobs' processes
+        if os.environ.get("CHORUS_WARMUP_LOCKS"):
+            locked_compiles(os.environ["CHORUS_WARMUP_LOCKS"])
+        kind, learner, variant = sys.argv[2].split(":")
+        warm_kind(kind, learner, variants=(int(variant),))
+    else:
+        warm_jobs(jobs(sys.argv[1:]))

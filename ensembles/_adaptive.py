@@ -309,7 +309,7 @@ def member_classes(ipar, n):
     return 2 if ipar[CODES] == 1 else n
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def adaptive_predict(B, ipar, st, xr, cr, n, sc, out_row):
     """The vote (majority, average, accuracy-weighted average, or stacked); members' top
     classes are kept in ``st.mpred`` for the learning step (and with the stacked vote their
@@ -463,7 +463,7 @@ def imbalance_rate(ipar, st, y, n):
     return ref / w[y]
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def adaptive_learn(B, ipar, st, ex, sc):
     """Bagging with Poisson(lambda) weights (``_kernels.bagging_step``; with ``imbalance``
     lambda times the example's ``imbalance_rate``), then the window and the detectors (module
@@ -535,7 +535,7 @@ def reset_worst(B, ipar, st, hint):
 
 
 # --------------------------------------------------------------------------- ADWIN boosting
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def boosting_adaptive_predict(B, ipar, st, xr, cr, n, sc, out_row):
     """Online boosting's vote (``_kernels.boosting_predict``: log((1 - e_m) / e_m) per member),
     and every member's top class in ``st.mpred`` (those without a vote too, for the window);
@@ -562,7 +562,7 @@ def boosting_adaptive_predict(B, ipar, st, xr, cr, n, sc, out_row):
         end_vote(B, xr, cr, n, sc, out_row, total)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def boosting_adaptive_learn(B, ipar, st, ex, sc):
     """Oza (2001), Fig. 4.3 (``_kernels.boosting_step``, as ``_kernels.boosting_learn``), each
     member's error after learning into its detector (``drift_step``), then the window."""
@@ -599,7 +599,7 @@ def adaptive_rows(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, do_learn
     return done
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def adaptive_loop(B, ipar, st, rows, out, sc, start, do_predict, do_learn, need, hinted, method):
     """The rows loop of ``adaptive_rows`` over a block of ``_kernels.Rows``."""
     R = rows.xn.shape[0]
@@ -664,7 +664,7 @@ def boosting_adaptive_run(B, ipar, st, xn, xc, ys, ws, seqs, start, do_predict, 
                          n_cls, code_attr, need, hint, hinted, BOOSTING)  # fmt: skip
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def adaptive_rows_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats, method):
     """``adaptive_rows`` over a ``RunIO`` (``io.fstate`` the ``AdaptiveStruct``'s struct;
     ``learners.compiled.single_run_io`` says what ``io`` and ``cats`` give)."""

@@ -91,7 +91,7 @@ class Scratch(NamedTuple):
 
 
 # --------------------------------------------------------------------------- online bagging
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def bagging_predict(B, ipar, xr, cr, n, sc, out_row):
     """Majority vote of the members (``ipar[VOTE] == VOTE_AVERAGE``: mean of their
     probabilities). Members' probabilities are sparse (``tree_proba``): a member costs
@@ -113,7 +113,7 @@ def bagging_predict(B, ipar, xr, cr, n, sc, out_row):
             out_row[c] /= voters
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def bagging_step(B, m, lam, seed, ex, sc):
     """Online bagging's update of member m (Oza 2001, Fig. 3.3; ``OnlineBagging._py_learn`` is
     its reference): k ~ Poisson(lambda), keyed by (seed, example, member), and h_m learns the
@@ -128,7 +128,7 @@ def bagging_step(B, m, lam, seed, ex, sc):
     return k
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def bagging_learn(B, ipar, ex, sc):
     """Oza (2001), Fig. 3.3: every member learns the example with weight k ~ Poisson(1)."""
     for m in range(B.kind.shape[0]):
@@ -152,7 +152,7 @@ def vote_weights(lam_sc, lam_sw, out):
             out[m] = math.log((1.0 - eps) / eps)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def boosting_predict(B, ipar, lams, xr, cr, n, sc, out_row):
     """argmax_y sum_m log((1 - e_m) / e_m) [h_m(x) = y] (``ipar[VOTE] == VOTE_AVERAGE``: each
     member's class probabilities, weighted alike); member 1 alone if nobody votes."""
@@ -265,7 +265,7 @@ def boosting_start(lams, w, rule):
     return capped_lambda(w)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def boosting_step(B, m, lams, lam, rule, seed, ex, sc):
     """Online boosting's update of member m (Oza 2001, Fig. 4.3; ``OnlineBoosting._py_learn``
     is its reference): k ~ Poisson(lambda), h_m learns ``ex`` with weight k, then lambda_sc_m or
@@ -282,7 +282,7 @@ def boosting_step(B, m, lams, lam, rule, seed, ex, sc):
     return boost_step(lams, m, lam, correct, rule), correct
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def boosting_learn(B, ipar, lams, ex, sc):
     """Oza (2001), Fig. 4.3, with lams = [lambda_sc, lambda_sw, seen] (``boost_step``) and
     ``ipar[RULE]`` the lambda rule."""
@@ -314,7 +314,7 @@ def ensemble_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_le
     return done
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def ensemble_rows(B, ipar, fstate, rows, out, sc, start, do_predict, do_learn, need, hinted,
                   method):  # fmt: skip
     """The rows loop of ``ensemble_run`` over a block of ``Rows`` (on unowned views)."""
@@ -364,7 +364,7 @@ def boosting_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_le
                         n_cls, code_attr, need, hint, hinted, BOOSTING)  # fmt: skip
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def io_records(io, start, do_learn, cats, code_attr):
     """The ``Rows``, ``Scratch`` and output rows of a ``RunIO`` call from row ``start``
     (``learners.compiled.single_run_io`` says what ``io`` and ``cats`` give), and the scratch
@@ -375,7 +375,7 @@ def io_records(io, start, do_learn, cats, code_attr):
     return rows, Scratch(unowned(code_attr), unowned(pk), unowned(pv), io.hint), out, pk, pv
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def ensemble_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, cats, method):
     """``ensemble_run`` over a ``RunIO`` (``learners.compiled.single_run_io``, which says what
     ``io`` and ``cats`` give; ``TreeBank.run_one``); one specialisation per ``method``."""
@@ -553,7 +553,7 @@ def bagging_members(B, ipar, xn, xc, ys, ws, seqs, n_cls, code_attr, need, do_pr
     keep_alive(pk, pv, hint)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def bagging_member_rows(B, ipar, rows, sched, votes, sc, need, do_predict, do_learn):
     """The loop of ``bagging_members`` (on unowned views)."""
     n_cat = rows.xc.shape[1]

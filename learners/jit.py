@@ -30,6 +30,7 @@ import hashlib
 import importlib
 import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -43,7 +44,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-from numba.core import types
+from numba.core import config, event, types
 from numba.core.registry import CPUDispatcher
 
 
@@ -98,6 +99,53 @@ def purge_stale_cache(module_file: str | Path, deps: tuple[Path, ...]) -> None:
         stamp.write_text(digest)
     except OSError:
         pass  # read-only install: the cache cannot be stale relative to the installed sources
+
+
+# --------------------------------------------------------------------------- optimisation levels
+# numba compiles a kernel's callees first, each into machine code of its own, then links their
+# LLVM code into the caller's module and optimises (O3) and compiles all of it again. Kernels
+# Python calls once per model or per state (constructors, checks: ``compiled_cold``) gain
+# nothing from O3 and are compiled at COLD_OPT, with what they alone call. ``NESTED_OPT`` (a
+# kernel compiled for a caller) stays numba's level: O1 there saved ~5% of a cold compile's CPU
+# (``benchmarks/compiletime.py``) but the batch loops measured 4-13% slower (``benchmarks/ab.py``),
+# within a noisy machine's range but not worth the risk; ``CHORUS_NESTED_OPT=1`` to measure it.
+COLD_OPT = 1
+NESTED_OPT = int(os.environ.get("CHORUS_NESTED_OPT", "3"))
+_COLD: set[Any] = set()  # the py_funcs of compiled_cold's kernels
+
+
+def compiled_cold(*kernels: Any) -> None:
+    """Compile ``kernels`` at ``COLD_OPT`` even when Python calls them: kernels run once per
+    model or state, whose O3 costs compile time and saves nothing measurable."""
+    _COLD.update(getattr(k, "py_func", k) for k in kernels)  # (a twin passes functions)
+
+
+_config: Any = config  # (numba sets its attributes at import: untyped)
+
+
+class _NestedOpt(event.Listener):
+    """Sets ``config.OPT`` (read by numba's LLVM pass builders) for the duration of each
+    compile: ``COLD_OPT`` for a ``compiled_cold`` kernel and its callees, ``NESTED_OPT`` within
+    another kernel's compile, numba's level otherwise."""
+
+    def __init__(self) -> None:
+        self.levels: list[Any] = []
+
+    def on_start(self, ev: event.Event) -> None:
+        self.levels.append(_config.OPT)
+        level = int(_config.OPT)
+        if ev.data["dispatcher"].py_func in _COLD:
+            level = min(level, COLD_OPT)
+        elif len(self.levels) > 1:
+            level = min(level, NESTED_OPT)
+        if level != int(_config.OPT):
+            _config.OPT = _config._OptLevel(level)
+
+    def on_end(self, ev: event.Event) -> None:
+        _config.OPT = self.levels.pop()
+
+
+event.register("numba:compile", _NestedOpt())
 
 
 # --------------------------------------------------------------------------- interpreted twins
@@ -406,7 +454,8 @@ def cancel_compile(key: str) -> None:
             if job.key == key:
                 future.cancel()
         if C.running and all(f.cancelled() for _, f in C.running) and C.proc is not None:
-            C.proc.terminate()
+            with contextlib.suppress(ProcessLookupError):  # (app.warmup's warm_jobs children)
+                os.killpg(C.proc.pid, signal.SIGTERM)
         if C.owned and not C.pending and not C.running:
             _set_mode(False)
             C.owned = False
@@ -504,6 +553,7 @@ def _subprocess(module: str, args: tuple[str, ...], what: str) -> tuple[int, str
         proc = subprocess.Popen(  # noqa: S603 - our own module, this interpreter
             [sys.executable, "-m", module, *args], env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=err,
+            start_new_session=True,  # (a group: cancel_compile stops its job processes too)
         )  # fmt: skip
         _COMPILES.proc = proc
         try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from learners.jit import one_specialisation
+from learners.jit import compiled_cold, one_specialisation
 
 from .layout import NUM_STATS, SETTLED
 from .rows import block_cap
@@ -209,4 +209,5 @@ def _copy_rows(T, C, m, maps, orders, counts):
     C.g_dead[m] = 0
 
 
+compiled_cold(canonical)  # run once per model or state (learners.jit)
 one_specialisation(globals())  # after every kernel: one compiled version per argument type

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from learners.jit import one_specialisation
+from learners.jit import compiled_cold, one_specialisation
 
 from .layout import CATEGORICAL_SPLIT, LEAF, NUM_STATS, NUMERIC_SPLIT, OTHER_BRANCH, SETTLED, VAR
 from .rows import block_cap
@@ -356,4 +356,5 @@ def _check_observers(T, m, o_live, out):
     return True
 
 
+compiled_cold(check_structure)  # run once per model or state (learners.jit)
 one_specialisation(globals())  # after every kernel: one compiled version per argument type

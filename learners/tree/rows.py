@@ -401,6 +401,40 @@ def list_add(nxt, key, head, tail, pend, m, owner, item):
 
 
 @nb.njit(cache=True)
+def order_of(keys):
+    """``np.argsort(keys)`` of distinct keys (a list's items have one key each), by a heap sort:
+    numba's ``np.argsort`` compiles a generic quicksort (~8 s of a cold compile, numba's
+    compile events, ``benchmarks/compiletime.py``) for pending lists a few items long."""
+    n = keys.shape[0]
+    order = np.arange(n)
+    for root in range(n // 2 - 1, -1, -1):
+        sift_down(keys, order, root, n)
+    for end in range(n - 1, 0, -1):
+        first = order[0]
+        order[0] = order[end]
+        order[end] = first
+        sift_down(keys, order, 0, end)
+    return order
+
+
+@nb.njit(cache=True)
+def sift_down(keys, order, root, end):
+    """Restore the max-heap of ``order[:end]`` (by key) below ``root``."""
+    while True:
+        child = 2 * root + 1
+        if child >= end:
+            return
+        if child + 1 < end and keys[order[child + 1]] > keys[order[child]]:
+            child += 1
+        if keys[order[root]] >= keys[order[child]]:
+            return
+        top = order[root]
+        order[root] = order[child]
+        order[child] = top
+        root = child
+
+
+@nb.njit(cache=True)
 def list_sort(nxt, key, head, tail, pend, m, owner):
     """Merge owner's pending items into its sorted list (ascending key): O(n + p log p)."""
     p = pend[m, owner]
@@ -418,7 +452,7 @@ def list_sort(nxt, key, head, tail, pend, m, owner):
         items[t] = i
         keys[t] = key[m, i]
         i = nxt[m, i]
-    order = np.argsort(keys)
+    order = order_of(keys)
     a = head[m, owner]
     b = 0
     first = -1

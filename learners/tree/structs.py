@@ -14,7 +14,7 @@ from numba.experimental import structref
 from numba.extending import intrinsic, overload
 from numba.np.arrayobj import make_array, populate_array
 
-from learners.jit import one_specialisation
+from learners.jit import compiled_cold, one_specialisation
 
 from .layout import INDEX_FIELDS, PARAM_FIELDS, STATE_FIELDS, TreeParams, TreeState
 
@@ -176,4 +176,5 @@ def make_run_io(ipar, fstate, xn, xc, no_cats, ys, ws, seqs, out, out_now, n_cls
                  unowned(label))  # fmt: skip
 
 
+compiled_cold(_make_bank)  # run once per model or state (learners.jit)
 one_specialisation(globals())  # after every kernel: one compiled version per argument type
