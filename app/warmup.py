@@ -327,15 +327,15 @@ def compiling_here() -> Iterator[None]:
     """Within: a model built on a cold numba cache compiles its kernels in this process
     (``CHORUS_COMPILE=block``), as ``chorus warmup`` and the warm-up's processes must: with the
     default, its kernels would compile in a subprocess of their own while this one trained on
-    the interpreted twins, and leave before the cache is filled. After: ``CHORUS_COMPILE``
-    again."""
+    the interpreted twins, and leave before the cache is filled. After: the mode before."""
     from learners import jit
 
+    before = jit.compile_mode_override()
     jit.set_compile_mode("block")
     try:
         yield
     finally:
-        jit.set_compile_mode(None)
+        jit.set_compile_mode(before)
 
 
 if __name__ == "__main__":  # python -m app.warmup bagging boosting ... (compiles into the cache)

@@ -377,6 +377,11 @@ def set_compile_mode(mode: str | None) -> None:
     _COMPILES.mode = mode
 
 
+def compile_mode_override() -> str | None:
+    """What ``set_compile_mode`` set (``None``: ``CHORUS_COMPILE`` decides)."""
+    return _COMPILES.mode
+
+
 def compile_mode() -> str:
     """How a model whose kernels numba's cache does not hold gets them: ``"subprocess"`` (the
     default: compiled in a subprocess while the interpreted twins answer), ``"thread"`` (in a

@@ -361,3 +361,35 @@ def test_a_python_user_is_told_once_that_the_first_call_compiles(tmp_path):
     assert len(lines) == 2, out.stderr[-2000:]  # bagging's run kernel, then boosting's
     assert all("chorus warmup" in ln for ln in lines)
     assert "bagging" in lines[0] and "boosting" in lines[1]
+
+
+def test_the_warm_up_compiles_in_its_own_processes(monkeypatch):
+    """``chorus warmup`` and the server's compile job must fill numba's cache before they exit:
+    their tiny models compile in-process (``CHORUS_COMPILE=block``), in this process
+    (``compiling_here``) and in every job process (``warm_jobs``' environment). With the
+    first-learn default (a subprocess per cold model, interpreted twins meanwhile) a cold
+    ``chorus warmup`` returned before the cache was filled."""
+    import subprocess
+
+    from learners import jit
+
+    monkeypatch.delenv("CHORUS_COMPILE", raising=False)
+    for pinned in (None, "thread", jit.compile_mode_override()):  # (the suite pins "block")
+        before = jit.compile_mode_override()
+        jit.set_compile_mode(pinned)
+        try:
+            with app.warmup.compiling_here():
+                assert jit.compile_mode() == "block"
+            assert jit.compile_mode_override() == pinned
+            assert jit.compile_mode() == (pinned or "subprocess")
+        finally:
+            jit.set_compile_mode(before)
+    envs: list[dict] = []
+
+    def fake_run(argv, env=None, **kw):
+        envs.append(env)
+        return subprocess.CompletedProcess(argv, 0)
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    app.warmup.warm_jobs([("bagging", "hoeffding_tree", 0), ("bagging", "hoeffding_tree", 1)], 2)
+    assert len(envs) == 2 and all(e["CHORUS_COMPILE"] == "block" for e in envs)
