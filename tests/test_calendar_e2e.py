@@ -513,7 +513,7 @@ def test_a_person_schedules_a_week_of_meetings_and_the_assistant_learns_their_ha
     artifacts = os.environ.get("CALENDAR_E2E_ARTIFACTS")  # where to leave screenshots + numbers
     if artifacts:
         Path(artifacts).mkdir(parents=True, exist_ok=True)
-        browser.set_window_size(1400, 1200)
+        browser.set_window_size(1400, 1560)  # the whole side panel, "which candidate wins" too
         browser.save_screenshot(str(Path(artifacts) / "screenshot.png"))
 
     # Bad values are refused by the page, naming the field, and nothing is sent.

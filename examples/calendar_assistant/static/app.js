@@ -607,7 +607,7 @@ function renderRace(stats) {
       leading = `${lead.name} ${pct(lead.accuracy)} vs ${pct(lead.champion_accuracy)}`;
       verdict = lead.p_value === null || lead.p_value === undefined
         ? "no significant difference yet"
-        : `McNemar p = ${lead.p_value.toFixed(2)} · ${lead.verdict}`;
+        : `McNemar p ${lead.p_value < 0.001 ? "< 0.001" : `= ${lead.p_value.toFixed(3)}`} · ${lead.verdict}`;
     }
     body.appendChild(el("tr", { id: `race-${target}`, "data-champion": r.champion || "" }, [
       el("td", {}, [el("span", { class: "swatch", style: `background:${COLORS[target]}` }), document.createTextNode(state.config.labels[target])]),
@@ -617,7 +617,7 @@ function renderRace(stats) {
       ]),
       el("td", {}, [
         el("span", { id: `race-leader-${target}`, text: leading }),
-        el("div", { class: `range verdict${lead && lead.verdict.startsWith("significantly") ? " significant" : ""}`, id: `race-verdict-${target}`, text: verdict }),
+        el("div", { class: `range verdict${lead && lead.verdict === "significantly better" ? " better" : ""}`, id: `race-verdict-${target}`, text: verdict }),
       ]),
     ]));
   }
