@@ -513,7 +513,7 @@ def test_a_person_schedules_a_week_of_meetings_and_the_assistant_learns_their_ha
     artifacts = os.environ.get("CALENDAR_E2E_ARTIFACTS")  # where to leave screenshots + numbers
     if artifacts:
         Path(artifacts).mkdir(parents=True, exist_ok=True)
-        browser.set_window_size(1400, 1200)
+        browser.set_window_size(1400, 1560)  # the whole side panel, "which candidate wins" too
         browser.save_screenshot(str(Path(artifacts) / "screenshot.png"))
 
     # Bad values are refused by the page, naming the field, and nothing is sent.
@@ -749,6 +749,53 @@ def test_six_meetings_in_one_slot_sit_side_by_side_readably(slot_stack) -> None:
     for a, b in itertools.combinations(events, 2):  # side by side, not on top of each other
         assert a["x"] + a["w"] <= b["x"] or b["x"] + b["w"] <= a["x"], (a, b)
     assert abs(boxes["head"]["x"] - boxes["day"]["x"]) < 1  # the day's header stays above it
+
+
+@needs_browser
+def test_the_side_panel_shows_per_field_which_candidate_wins_and_follows_choices(
+    slot_stack,
+) -> None:
+    """Issue 38: per field, the champion and the leading challenger (its accuracy against the
+    champion's, McNemar's p or "no significant difference yet"), refreshed after each save."""
+    url, browser = slot_stack
+    monday = THIS_WEEK.isoformat()
+    seed(url, "racer", [(SYNC, monday, "09:00", 30), (SYNC, monday, "10:00", 30),
+                        (TALK, monday, "11:00", 60)])  # fmt: skip
+    page = Page(browser, url, now=WEDNESDAY_AFTERNOON)
+    page.switch_to("racer")
+    page.wait.until(lambda d: page.text("race-n-duration") == "3 meetings")
+    assert "promotes at p < 0.05 over 100 meetings" in page.text("race-policy")
+    stats = httpx.get(f"{url}/api/users/racer/stats", timeout=10).json()
+    for target in TARGETS:
+        race = stats["race"][target]
+        assert page.text(f"race-champion-{target}") == race["champion"] == "bagging"
+        lead = race["leader"]
+        assert lead["name"] in ("arf", "naive-bayes"), race
+        assert page.text(f"race-leader-{target}") == (
+            f"{lead['name']} {round(100 * lead['accuracy'])}% vs "
+            f"{round(100 * lead['champion_accuracy'])}%"
+        )
+        verdict = page.text(f"race-verdict-{target}")
+        assert verdict.endswith(lead["verdict"]), (verdict, lead)
+        assert "no significant difference yet" in verdict  # 3 meetings prove nothing
+    before = {t: page.text(f"race-leader-{t}") for t in TARGETS}
+
+    for k in range(2):  # choices made in the page: the panel follows each save
+        page.new_meeting(TALK if k else SYNC)
+        suggested = page.suggest()
+        page.correct_and_save(suggested, preferences(TALK if k else SYNC))
+        want = f"{4 + k} meetings"
+        page.wait.until(lambda d, want=want: page.text("race-n-duration") == want)
+        for target in TARGETS:
+            assert page.text(f"race-n-{target}") == want
+    stats = httpx.get(f"{url}/api/users/racer/stats", timeout=10).json()
+    after = {t: page.text(f"race-leader-{t}") for t in TARGETS}
+    for target in TARGETS:  # what is shown is the leaderboard after the saves
+        lead = stats["race"][target]["leader"]
+        assert after[target].startswith(f"{lead['name']} {round(100 * lead['accuracy'])}%")
+    assert after != before, (before, after)  # 5 meetings scored, not 3: the accuracies moved
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors
 
 
 # --------------------------------------------------------------------------- without a browser
@@ -1078,3 +1125,67 @@ def test_compose_runs_the_assistant_against_the_chorus_service_on_redis() -> Non
     (volume,) = calendar["volumes"]
     name, _, target = volume.partition(":")
     assert name in compose["volumes"] and str(args.data_dir).startswith(target + "/")
+
+
+def test_stats_say_per_field_which_candidate_wins_as_chorus_leaderboard_does(
+    chorus: Chorus, tmp_path: Path
+) -> None:
+    """Issue 38: the backend's ``race`` is Chorus's leaderboard per field (champion, leading
+    challenger, McNemar), follows a promotion, and models made without challengers get them."""
+    from fastapi.testclient import TestClient
+
+    server = _assistant_module("server")
+    data = tmp_path / "assistant-data"
+    plain = server.AssistantSettings(
+        chorus_url=chorus.url, data_dir=data, model_prefix=PREFIX, challengers=False
+    )
+    with TestClient(server.create_app(plain)) as client:  # an older assistant: no challengers
+        race = client.get("/api/users/me/stats").json()["race"]
+        assert all(r["leader"] is None and r["candidates"] == [] for r in race.values()), race
+    settings = server.AssistantSettings(chorus_url=chorus.url, data_dir=data, model_prefix=PREFIX)
+    assert [c["name"] for c in settings.model_spec()["challengers"]] == ["arf", "naive-bayes"]
+    with TestClient(server.create_app(settings)) as client:
+        board = httpx.get(f"{chorus.url}/models/{PREFIX}.me.duration/leaderboard").json()
+        # (its own engine keeps the name Chorus gives it, "initial": POST /challengers names none)
+        assert [c["name"] for c in board["candidates"]] == ["initial", "arf", "naive-bayes"]
+        assert board["policy"] == server.PROMOTION  # the upgrade gave the old models theirs
+
+        for k, meeting in enumerate(scripted_meetings(12)):
+            wanted = preferences(meeting)
+            choice = {
+                "date": (
+                    THIS_WEEK + dt.timedelta(days=DAYS.index(wanted["day_of_week"]))
+                ).isoformat(),
+                **{t: wanted[t] for t in ("start_time", "duration", "location")},
+            }
+            body = {"details": meeting, "choice": choice, "meeting_id": f"race-{k:04d}"}
+            assert client.post("/api/users/me/meetings", json=body).status_code == 200
+        stats = client.get("/api/users/me/stats").json()
+        for target in TARGETS:
+            race = stats["race"][target]
+            board = httpx.get(f"{chorus.url}/models/{PREFIX}.me.{target}/leaderboard").json()
+            assert race["champion"] == board["champion"] == "initial"
+            assert race["promotions"] == 0 and race["alpha"] == 0.05
+            by_name = {c["name"]: c for c in board["candidates"]}
+            for row in race["candidates"]:
+                c = by_name[row["name"]]
+                assert row["accuracy"] == c["metrics"]["accuracy"] and row["learned"] == 12
+                assert row["p_value"] == (c["mcnemar"] or {}).get("p_value")
+            lead = race["leader"]
+            best = max(c["metrics"]["accuracy"] for c in board["candidates"][1:])
+            assert lead["accuracy"] == best and lead["role"] == "challenger"
+            assert lead["champion_accuracy"] == by_name["initial"]["metrics"]["accuracy"]
+            significant = lead["p_value"] is not None and lead["p_value"] < 0.05
+            assert lead["verdict"].startswith("significantly") == significant, lead
+
+        # a promotion (here by hand) shows: arf serves, the old champion is a challenger
+        name = f"{PREFIX}.me.duration"
+        promoted = httpx.post(f"{chorus.url}/models/{name}/promote", json={"challenger": "arf"})
+        assert promoted.status_code == 200, promoted.text
+        race = client.get("/api/users/me/stats").json()["race"]["duration"]
+        assert race["champion"] == "arf" and race["promotions"] == 1, race
+        assert race["leader"]["name"] in ("initial", "naive-bayes"), race
+        assert race["leader"]["verdict"] == "no significant difference yet"  # pairs start again
+        assert (
+            client.post("/api/users/me/suggest", json={"details": FIXED_MEETING}).status_code == 200
+        )

@@ -70,6 +70,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--grace-period", type=int, default=defaults.grace_period)
     p.add_argument("--delta", type=float, default=defaults.delta)
     p.add_argument("--seed", type=int, default=defaults.seed)
+    p.add_argument(
+        "--no-challengers",
+        dest="challengers",
+        action="store_false",
+        help="no challengers beside each field's model (and no 'which candidate wins' panel)",
+    )
     return p.parse_args(argv)
 
 
@@ -165,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             grace_period=args.grace_period,
             delta=args.delta,
+            challengers=args.challengers,
             api_key=os.environ.get("CHORUS_API_KEY") or None,
         )
         log.info("calendar assistant on http://%s:%d", args.host, site.getsockname()[1])

@@ -160,6 +160,19 @@ class ChorusAdapter:
                 raise
             return await self.describe(name)
 
+    async def leaderboard(self, name: str) -> dict[str, Any]:
+        """``GET /models/{name}/leaderboard``: champion, challengers, their metrics and McNemar."""
+        return dict(await self._call("leaderboard", name))
+
+    async def ensure_challengers(
+        self, name: str, challengers: list[dict[str, Any]], promotion: dict[str, Any] | None
+    ) -> None:
+        """Give a model made before it had challengers (an older data directory) its challengers
+        and promotion policy; a model that has candidates already is left as it is."""
+        if not challengers or (await self.leaderboard(name)).get("candidates"):
+            return
+        await self._call("add_challengers", name, challengers, promotion=promotion)
+
     async def delete(self, name: str) -> None:
         """``DELETE /models/{name}``; a model that is already gone is fine."""
         try:

@@ -13,7 +13,8 @@ Routes
                                           and the ``slot``: never past, never double-booked
 ``POST /api/users/{user}/meetings``       save: the chosen values go back as delayed labels
 ``GET /api/users/{user}/meetings``        the meetings of a week (``?start=YYYY-MM-DD&days=7``)
-``GET /api/users/{user}/stats``           each model's accuracy (from Chorus) and the learning curve
+``GET /api/users/{user}/stats``           each model's accuracy (from Chorus), the learning curve,
+                                          and per field which candidate is winning (``race``)
 ``POST /api/users/{user}/reset``          forget this profile: its models start again, empty
 ``POST /api/simulate``                    the simulated user (``synth``), into ``demo`` only
 """
@@ -69,6 +70,61 @@ def honest_confidence(probability: float, n_meetings: int) -> float:
 
 DIVERSITY = ("n", "disagreement", "q_statistic", "kappa")  # of GET /models/{name}'s "diversity"
 
+#: The leaderboard's name of each field model's own bagging (docs/http-api.md, Challengers).
+CHAMPION = "bagging"
+#: Auto-promotion: a challenger takes over when, over the last 100 meetings paired with the
+#: champion (at least 40), it is better by McNemar's test at 5% and by 5 points of accuracy, and
+#: 40 meetings have been learned since the last promotion. A person schedules tens of meetings,
+#: so Chorus's defaults (1,000 examples, alpha 1%) would never promote.
+PROMOTION = {"auto": True, "window": 100, "min_examples": 40, "alpha": 0.05, "margin": 0.05}
+
+
+def race(board: dict[str, Any]) -> dict[str, Any]:
+    """Which candidate is winning one field, from Chorus's leaderboard: the champion, and the
+    challenger with the best accuracy, its accuracy against the champion's and McNemar's test.
+
+    >>> board = {"champion": "bagging", "promotions": 0, "policy": {"alpha": 0.05},
+    ...   "candidates": [
+    ...     {"name": "bagging", "role": "champion", "learned": 9, "metrics": {"accuracy": 0.5}},
+    ...     {"name": "arf", "role": "challenger", "learned": 9, "metrics": {"accuracy": 0.75},
+    ...      "mcnemar": {"b": 1, "c": 3, "n": 4, "p_value": 0.625}}]}
+    >>> r = race(board); r["leader"]["name"], r["leader"]["verdict"]
+    ('arf', 'no significant difference yet')
+    """
+    candidates = board.get("candidates") or []
+    alpha = float((board.get("policy") or {}).get("alpha") or PROMOTION["alpha"])
+
+    def row(c: dict[str, Any]) -> dict[str, Any]:
+        test = c.get("mcnemar") or {}
+        return {
+            "name": c["name"],
+            "role": c["role"],
+            "accuracy": (c.get("metrics") or {}).get("accuracy"),
+            "learned": c.get("learned"),
+            "p_value": test.get("p_value"),
+            "b": test.get("b"),
+            "c": test.get("c"),
+        }
+
+    rows = [row(c) for c in candidates]
+    champion = next((r for r in rows if r["role"] == "champion"), None)
+    challengers = [r for r in rows if r["role"] == "challenger"]
+    leader = max(challengers, key=lambda r: r["accuracy"] or 0.0, default=None)
+    if leader is not None and champion is not None:
+        p, mine, theirs = leader["p_value"], leader["accuracy"], champion["accuracy"]
+        if p is None or mine is None or theirs is None or p >= alpha:
+            verdict = "no significant difference yet"
+        else:
+            verdict = "significantly " + ("better" if mine > theirs else "worse")
+        leader = {**leader, "champion_accuracy": theirs, "verdict": verdict}
+    return {
+        "champion": board.get("champion"),
+        "promotions": board.get("promotions", 0),
+        "alpha": alpha,
+        "leader": leader,
+        "candidates": rows,
+    }
+
 
 @dataclass(kw_only=True)
 class AssistantSettings:
@@ -97,6 +153,11 @@ class AssistantSettings:
         Meetings over which Chorus keeps each member's accuracy and the members' diversity
         (the ``window`` of the bagging spec; the side panel shows them); 0 keeps none. It does
         not change what the models learn.
+    challengers
+        Whether each field's model has challengers learning beside it (``CALENDAR_CHALLENGERS=0``
+        for none): a small adaptive random forest (``arf``, 3 trees) and a single naive Bayes
+        (``naive-bayes``), with auto-promotion (:data:`PROMOTION`). The side panel shows, per
+        field, which candidate is winning.
 
     Examples
     --------
@@ -113,6 +174,7 @@ class AssistantSettings:
     grace_period: int = 5
     delta: float = 0.05
     diversity_window: int = 50
+    challengers: bool = True
     api_key: str | None = None
 
     def __post_init__(self) -> None:
@@ -135,6 +197,7 @@ class AssistantSettings:
             grace_period=int(env.get("CALENDAR_GRACE_PERIOD", cls.grace_period)),
             delta=float(env.get("CALENDAR_DELTA", cls.delta)),
             diversity_window=int(env.get("CALENDAR_DIVERSITY_WINDOW", cls.diversity_window)),
+            challengers=env.get("CALENDAR_CHALLENGERS", "1") not in ("0", "false", "no"),
             api_key=env.get("CHORUS_API_KEY") or None,
         )
 
@@ -148,13 +211,27 @@ class AssistantSettings:
             params = {"grace_period": self.grace_period, "delta": self.delta}
         if self.diversity_window:
             params["window"] = self.diversity_window
-        return {
+        spec: dict[str, Any] = {
             "ensemble": "bagging",
             "learner": self.learner,
             "n_models": self.n_models,
             "seed": self.seed,
             "params": params,
         }
+        if self.challengers:
+            spec.update(champion=CHAMPION, challengers=self.challenger_specs(), promotion=PROMOTION)
+        return spec
+
+    def challenger_specs(self) -> list[dict[str, Any]]:
+        """The candidates that learn each field's meetings beside the champion (none when
+        ``challengers`` is off): cheap ones, a user's model must stay small and quick."""
+        if not self.challengers:
+            return []
+        trees = {"grace_period": self.grace_period, "delta": self.delta}
+        return [
+            {"name": "arf", "ensemble": "arf", "n_models": 3, "seed": self.seed, "params": trees},
+            {"name": "naive-bayes", "ensemble": "single", "learner": "naive_bayes"},
+        ]
 
 
 @dataclass
@@ -310,13 +387,14 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
                 sim.task.cancel()
             await chorus.aclose()
 
-    async def ensure_models(chorus: ChorusAdapter, user: str) -> None:
-        await asyncio.gather(
-            *(
-                chorus.ensure_model(settings.model_name(user, t), settings.model_spec())
-                for t in TARGETS
-            )
+    async def ensure_model(chorus: ChorusAdapter, name: str) -> None:
+        await chorus.ensure_model(name, settings.model_spec())
+        await chorus.ensure_challengers(
+            name, settings.challenger_specs(), PROMOTION if settings.challengers else None
         )
+
+    async def ensure_models(chorus: ChorusAdapter, user: str) -> None:
+        await asyncio.gather(*(ensure_model(chorus, settings.model_name(user, t)) for t in TARGETS))
 
     app = FastAPI(title="Chorus calendar assistant", lifespan=lifespan)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
@@ -486,9 +564,11 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
     async def stats(user: str, request: Request) -> dict[str, Any]:
         calendar = calendar_of(request, user)
         chorus: ChorusAdapter = request.app.state.chorus
-        descriptions = await asyncio.gather(
-            *(chorus.describe(settings.model_name(user, t)) for t in TARGETS)
+        names = [settings.model_name(user, t) for t in TARGETS]
+        asked = await asyncio.gather(
+            *(chorus.describe(n) for n in names), *(chorus.leaderboard(n) for n in names)
         )
+        descriptions, boards = asked[: len(names)], asked[len(names) :]
         models = {}
         for target, desc in zip(TARGETS, descriptions, strict=True):
             metrics = desc.get("metrics") or {}
@@ -513,6 +593,7 @@ def create_app(settings: AssistantSettings | None = None) -> FastAPI:
             "window": WINDOW,
             "models": models,
             "curve": calendar.curve(),
+            "race": {t: race(b) for t, b in zip(TARGETS, boards, strict=True)},
             "recent": recent,
             "simulation": request.app.state.sim.public(),
         }

@@ -590,6 +590,43 @@ function renderDiversity(stats) {
     : "off (CALENDAR_DIVERSITY_WINDOW=0)";
 }
 
+// Per field, which candidate is winning (Chorus' GET /models/{name}/leaderboard via /stats' "race"):
+// the champion, and the best challenger's accuracy against the champion's with McNemar's p.
+function renderRace(stats) {
+  const body = $("#race tbody");
+  body.innerHTML = "";
+  const race = stats.race || {};
+  for (const target of state.config.targets) {
+    const r = race[target] || {};
+    const champ = (r.candidates || []).find((c) => c.role === "champion");
+    const lead = r.leader;
+    const promoted = r.promotions ? ` · promoted ${r.promotions}×` : "";
+    let leading = "no challengers";
+    let verdict = "";
+    if (lead) {
+      leading = `${lead.name} ${pct(lead.accuracy)} vs ${pct(lead.champion_accuracy)}`;
+      verdict = lead.p_value === null || lead.p_value === undefined
+        ? "no significant difference yet"
+        : `McNemar p ${lead.p_value < 0.001 ? "< 0.001" : `= ${lead.p_value.toFixed(3)}`} · ${lead.verdict}`;
+    }
+    body.appendChild(el("tr", { id: `race-${target}`, "data-champion": r.champion || "" }, [
+      el("td", {}, [el("span", { class: "swatch", style: `background:${COLORS[target]}` }), document.createTextNode(state.config.labels[target])]),
+      el("td", {}, [
+        el("b", { id: `race-champion-${target}`, text: r.champion || "—" }),
+        el("div", { class: "range", id: `race-n-${target}`, text: `${plural((champ && champ.learned) || 0, "meeting")}${promoted}` }),
+      ]),
+      el("td", {}, [
+        el("span", { id: `race-leader-${target}`, text: leading }),
+        el("div", { class: `range verdict${lead && lead.verdict === "significantly better" ? " better" : ""}`, id: `race-verdict-${target}`, text: verdict }),
+      ]),
+    ]));
+  }
+  const policy = (state.config.spec || {}).promotion;
+  $("#race-policy").textContent = policy
+    ? `promotes at p < ${policy.alpha} over ${policy.window} meetings (≥ ${policy.min_examples})`
+    : "off";
+}
+
 async function refreshStats() {
   let stats;
   try {
@@ -625,6 +662,7 @@ async function refreshStats() {
     ]));
   }
   renderDiversity(stats);
+  renderRace(stats);
   const sim = stats.simulation;
   const simStatus = $("#sim-status");
   simStatus.classList.toggle("error", Boolean(sim.error));
