@@ -374,6 +374,13 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
             return 2 * self.state_bytes
         return bank.memory_bytes + sum(a.nbytes for a in self._extra_arrays().values())
 
+    @property
+    def _raw_memory_usage(self) -> int:
+        """river's memory figure (``check_bounded_memory_growth``, ``_memory_usage``):
+        ``memory_bytes``, not river's walk of the object graph (which from a kept kernel reaches
+        all of numba's compiler)."""
+        return self.memory_bytes
+
     def _extra_arrays(self) -> dict[str, np.ndarray]:
         return {}
 

@@ -268,6 +268,13 @@ class NativeLearner(ManyMixin, RiverEstimator):
         schema)."""
         return self._bank.memory_bytes
 
+    @property
+    def _raw_memory_usage(self) -> int:
+        """river's memory figure (``check_bounded_memory_growth``, ``_memory_usage``):
+        ``memory_bytes``. river's own walks the object graph, which from the kernel a pending
+        learn keeps reaches all of numba's compiler (and fails on a dead weak proxy in it)."""
+        return self.memory_bytes
+
 
 class HoeffdingTree(NativeLearner):
     """Hoeffding tree (VFDT; Domingos & Hulten 2000), as MOA's ``HoeffdingTree``.
