@@ -254,10 +254,14 @@ def test_recovery_is_bit_exact(make_settings, snapshot_every):
             h = reg.models.peek("m")
             live = _states(h)
             lb = _board(await reg.leaderboard("m"))
+            # the log's numbers count the control records (the add, each promotion) too;
+            # examples learned (Prometheus' chorus_examples_learned_total) do not
+            assert h.seq == 700 + 1 + lb["promotions"] and _learned(reg) == 700
         assert lb["promotions"] >= 2  # by the policy (a stump cannot learn it), then by hand
         async with _registry(settings) as reg:
             h = await reg.models.get("m")
             _assert_same(live, _states(h))
+            assert _learned(reg) == 700
             again = _board(await reg.leaderboard("m"))
             for a, b in zip(again.pop("candidates"), lb.pop("candidates"), strict=True):
                 assert a.keys() == b.keys()
@@ -282,6 +286,11 @@ def test_auto_promotion_picks_the_better_challenger(client):
 
 
 # ------------------------------------------------------------------ client, CLI, Prometheus
+def _learned(reg) -> int:
+    """Model m's examples learned, as /metrics reports them."""
+    return {name: n for name, n, *_ in reg.gauges()}["m"]
+
+
 def test_client_cli_and_prometheus(tmp_path):
     from _live_server import live_server
     from typer.testing import CliRunner

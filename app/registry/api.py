@@ -143,11 +143,14 @@ class Registry:
                 "evicted": m.evicted}  # fmt: skip
 
     def gauges(self) -> Iterator[tuple[str, int, dict[str, Any], int, Any]]:
-        """``(name, seq, metrics report, entries since snapshot, model)`` of each model in memory
-        (the model for its own gauges, e.g. an adaptive ensemble's drifts and diversity)."""
+        """``(name, examples learned, metrics report, entries since snapshot, model)`` of each
+        model in memory (the model for its own gauges, e.g. an adaptive ensemble's drifts and
+        diversity). Examples learned: the log's sequence number less the challengers' control
+        records (which take numbers too)."""
         for h in self.models:  # a model a worker thread runs on is not read (None) this time
             model = None if h.engine.locked() else h.model
-            yield h.name, h.seq, h.metrics.report(), h.since_snapshot, model
+            learned = h.seq - (h.board.controls if h.board is not None else 0)
+            yield h.name, learned, h.metrics.report(), h.since_snapshot, model
 
     async def export(self, name: str) -> tuple[bytes, int]:
         """A snapshot blob of one model and its example count (``chorus export``); loads only

@@ -177,6 +177,7 @@ class Board:
         self.metrics_window = metrics_window
         self.promotions = 0
         self.since_promotion = 0  # examples learned since the last promotion (or the start)
+        self.controls = 0  # control records applied (they take log sequence numbers too)
 
     @property
     def size(self) -> int:
@@ -298,7 +299,7 @@ class Board:
         return {"champion": self.champion.to_meta(),
                 "challengers": [c.to_meta() for c in self.challengers],
                 "policy": self.policy, "promotions": self.promotions,
-                "since_promotion": self.since_promotion}  # fmt: skip
+                "since_promotion": self.since_promotion, "controls": self.controls}  # fmt: skip
 
 
 _PENDING = 512  # pairs a candidate holds before counting them (bounded)
@@ -443,6 +444,7 @@ def apply_control(h: Any, rec: dict[str, Any], *, signs: bool, threads: int,
         board.champion.model = h.model
     else:
         raise ValueError(f"unknown control record {op!r}")
+    h.board.controls += 1
 
 
 # ---------------------------------------------------------------------------- snapshots
@@ -483,6 +485,7 @@ def load_board(state: dict[str, Any], meta: dict[str, Any] | None, *, threads: i
     board = Board(champ, chs, meta.get("policy"), metrics_window)
     board.promotions = int(meta.get("promotions", 0))
     board.since_promotion = int(meta.get("since_promotion", 0))
+    board.controls = int(meta.get("controls", 0))  # (snapshots before it was kept: 0)
     return {"header": state["header"], "arrays": arrays}, board
 
 

@@ -111,10 +111,10 @@ class ModelCollector:
             f"{TOP_FEATURES} features)",
             labels=["model", "feature"],
         )
-        for name, seq, rep, since_snapshot, model in self.registry.gauges():
+        for name, n_learned, rep, since_snapshot, model in self.registry.gauges():
             _adaptive_metrics(name, model, drifts, diversity)
             _importance_metrics(name, model, importance)
-            learned.add_metric([name], float(seq))
+            learned.add_metric([name], float(n_learned))
             if rep["accuracy"] is not None:
                 acc.add_metric([name], rep["accuracy"])
             if rep["window_accuracy"] is not None:
