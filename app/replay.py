@@ -150,6 +150,12 @@ METRIC_LABELS = {"accuracy": "accuracy", "balanced_accuracy": "balanced accuracy
                  "g_mean": "G-mean", "macro_f1": "macro-F1"}  # fmt: skip
 
 
+def check_metric(metric: str) -> None:
+    """Raise ``ReplayError`` unless ``metric`` is one of :data:`CURVE_METRICS`."""
+    if metric not in CURVE_METRICS:
+        raise ReplayError(f"--metric: {metric!r} is not one of {', '.join(CURVE_METRICS)}")
+
+
 class Scoreboard:
     """Prequential metrics of a replay (:class:`app.metrics.Prequential`) and its learning curve.
 
@@ -164,8 +170,7 @@ class Scoreboard:
     """
 
     def __init__(self, window: int = 1000, curve_every: int = 1, metric: str = "accuracy") -> None:
-        if metric not in CURVE_METRICS:
-            raise ReplayError(f"--metric: {metric!r} is not one of {', '.join(CURVE_METRICS)}")
+        check_metric(metric)
         self.window = window
         self.metric = metric
         self.curve_every = max(1, curve_every)
@@ -635,8 +640,7 @@ def run_replay(
     """
     if batch < 1:
         raise ReplayError("--batch must be >= 1")
-    if metric not in CURVE_METRICS:
-        raise ReplayError(f"--metric: {metric!r} is not one of {', '.join(CURVE_METRICS)}")
+    check_metric(metric)  # (before the file is scanned)
     if limit is not None and limit < 1:
         raise ReplayError("--limit must be >= 1")
     scan_started = time.perf_counter()
