@@ -16,12 +16,11 @@ the kernels' interpreted twins (``learners.jit``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -161,17 +160,15 @@ def warm_jobs(todo: list[tuple[str, str, int]], processes: int | None = None) ->
     one. Raises ``RuntimeError`` naming the jobs that failed."""
     processes = warm_processes() if processes is None else processes
     if processes <= 1 or len(todo) <= 1:
-        with compiling_here():
-            for kind, learner, v in todo:
-                warm_kind(kind, learner, variants=(v,))
+        for kind, learner, v in todo:
+            warm_kind(kind, learner, variants=(v,))
         return
     import subprocess
     import tempfile
     from concurrent.futures import ThreadPoolExecutor
 
     with tempfile.TemporaryDirectory(prefix="chorus-warmup-") as locks:
-        # (CHORUS_COMPILE=block: a job compiles its kernels itself, it starts no job of its own)
-        env = dict(os.environ, CHORUS_WARMUP_LOCKS=locks, CHORUS_COMPILE="block")
+        env = dict(os.environ, CHORUS_WARMUP_LOCKS=locks)
 
         def run(job: tuple[str, str, int]) -> int:
             argv = [sys.executable, "-m", "app.warmup", "--job", ":".join(map(str, job))]
@@ -322,26 +319,7 @@ def _compiled_here(load: Any) -> None:
         load()
 
 
-@contextlib.contextmanager
-def compiling_here() -> Iterator[None]:
-    """Within: a model built on a cold numba cache compiles its kernels in this process
-    (``CHORUS_COMPILE=block``), as ``chorus warmup`` and the warm-up's processes must: with the
-    default, its kernels would compile in a subprocess of their own while this one trained on
-    the interpreted twins, and leave before the cache is filled. After: the mode before."""
-    from learners import jit
-
-    before = jit.compile_mode_override()
-    jit.set_compile_mode("block")
-    try:
-        yield
-    finally:
-        jit.set_compile_mode(before)
-
-
 if __name__ == "__main__":  # python -m app.warmup bagging boosting ... (compiles into the cache)
-    from learners import jit as _jit
-
-    _jit.set_compile_mode("block")  # (this process compiles: see compiling_here)
     if sys.argv[1:2] == ["--job"]:  # one of warm_jobs' processes
         if os.environ.get("CHORUS_WARMUP_LOCKS"):
             locked_compiles(os.environ["CHORUS_WARMUP_LOCKS"])

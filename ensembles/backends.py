@@ -14,12 +14,10 @@ which it is.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import threading
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -93,19 +91,7 @@ def io_kernel_of(kernel: Any) -> Any:
 
 log = logging.getLogger("chorus")
 _NOTED: set = set()  # run kernels note_compile has looked at in this process
-_on_purpose = threading.local()  # compiling_on_purpose's flag, per thread
-
-
-@contextlib.contextmanager
-def compiling_on_purpose() -> Iterator[None]:
-    """Within: models built in this thread do not log ``note_compile``'s warning (the warm-up,
-    ``chorus warmup``, compiles on purpose)."""
-    before = getattr(_on_purpose, "on", False)
-    _on_purpose.on = True
-    try:
-        yield
-    finally:
-        _on_purpose.on = before
+compiling_on_purpose = jit.compiling_on_purpose  # (ensembles' name for it, as before)
 
 
 def note_compile(kernel: Any) -> None:
@@ -114,7 +100,7 @@ def note_compile(kernel: Any) -> None:
     in silence at the first ``learn_one``) when it will block (``CHORUS_COMPILE=block``;
     otherwise ``cold_start`` has it compiled elsewhere and says so); nothing
     while the interpreted twins run, or within ``compiling_on_purpose``."""
-    if kernel in _NOTED or getattr(_on_purpose, "on", False) or compile_mode() != "block":
+    if kernel in _NOTED or jit.on_purpose() or compile_mode() != "block":
         return
     _NOTED.add(kernel)
     run = io_kernel_of(kernel) or kernel

@@ -25,20 +25,21 @@ def warm_spec(spec: dict, *, threads: int = 1, n: int = 120) -> Any:
     X = [{"a": float(i % 7), "b": "xyz"[i % 3], "c": (i * 37 % 101) / 101.0} for i in range(n)]
     y = ["yn"[(i % 7) > 3] for i in range(n)]
     spec = {**spec, "n_models": min(int(spec.get("n_models", 3)), 3)}
-    with compiling_on_purpose():  # (no "first call compiles" warning: that is the point)
+    # everything built here compiles here, at its first calls: no job elsewhere, no warning
+    with compiling_on_purpose():
         model = build_model(spec)
-    half = n // 2
-    for xi, yi in zip(X[:half], y[:half], strict=True):
-        model.predict_learn_one(xi, yi)
-    model.learn_one(X[0], y[0])
-    model.predict_one(X[1])
-    model.predict_learn_many(X[half:], y[half:])
-    if threads > 1:  # (CHORUS_THREADS > 1: the member-parallel batch kernels)
-        model.threads = threads
-        model.predict_learn_many(X, y)
-    model.predict_proba_many(X[:10])
-    model.describe()
-    load_state(model.to_state()).predict_one(X[0])
+        half = n // 2
+        for xi, yi in zip(X[:half], y[:half], strict=True):
+            model.predict_learn_one(xi, yi)
+        model.learn_one(X[0], y[0])
+        model.predict_one(X[1])
+        model.predict_learn_many(X[half:], y[half:])
+        if threads > 1:  # (CHORUS_THREADS > 1: the member-parallel batch kernels)
+            model.threads = threads
+            model.predict_learn_many(X, y)
+        model.predict_proba_many(X[:10])
+        model.describe()
+        load_state(model.to_state()).predict_one(X[0])
     return model
 
 

@@ -368,6 +368,26 @@ class _Compiles:
 
 
 _COMPILES = _Compiles()
+_on_purpose = threading.local()  # compiling_on_purpose's flag, per thread
+
+
+@contextlib.contextmanager
+def compiling_on_purpose() -> Iterator[None]:
+    """Within (this thread): what is built compiles its kernels here, at its first calls, by the
+    caller's choice (the warm-up, ``chorus warmup``, a compile job's process):
+    ``compile_elsewhere`` starts no job, whatever ``compile_mode`` says, and
+    ``ensembles.backends.note_compile`` does not warn."""
+    before = getattr(_on_purpose, "on", False)
+    _on_purpose.on = True
+    try:
+        yield
+    finally:
+        _on_purpose.on = before
+
+
+def on_purpose() -> bool:
+    """Whether this thread is within :func:`compiling_on_purpose`."""
+    return getattr(_on_purpose, "on", False)
 
 
 def set_compile_mode(mode: str | None) -> None:
@@ -375,11 +395,6 @@ def set_compile_mode(mode: str | None) -> None:
     if mode is not None and mode not in COMPILE_MODES:
         raise ValueError(f"compile mode must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
     _COMPILES.mode = mode
-
-
-def compile_mode_override() -> str | None:
-    """What ``set_compile_mode`` set (``None``: ``CHORUS_COMPILE`` decides)."""
-    return _COMPILES.mode
 
 
 def compile_mode() -> str:
@@ -420,11 +435,11 @@ def compile_elsewhere(job: CompileJob) -> Future | None:
     warning: the first calls run at Python speed), progress, the switch with its time.
 
     Returns a future done when ``job`` is loaded, or None when nothing was started: with
-    ``compile_mode() == "block"``, or while kernels run interpreted at a caller's request
+    ``compile_mode() == "block"``, within ``compiling_on_purpose``, or while kernels run interpreted at a caller's request
     (``set_interpreted(True)``). A process forked meanwhile runs compiled kernels (its first
     call compiles or loads them): the worker thread is not forked.
     """
-    if compile_mode() == "block":
+    if compile_mode() == "block" or on_purpose():
         return None
     C = _COMPILES
     with C.lock:
@@ -483,11 +498,11 @@ def _drive() -> None:
             C.pending = []
             if not jobs:
                 C.driver = None
-                if C.owned:
-                    _set_mode(False)
-                    C.owned = False
+                if C.owned:  # (logged first: whoever sees the switch finds it in the log)
                     log.info("compiled kernels took over from the interpreted ones, %.1f s after "
                              "these began answering", time.perf_counter() - C.started)  # fmt: skip
+                    _set_mode(False)
+                    C.owned = False
                 return
         for module in dict.fromkeys(j.module for j, _ in jobs):
             group = [(j, f) for j, f in jobs if j.module == module]

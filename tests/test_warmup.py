@@ -365,31 +365,23 @@ def test_a_python_user_is_told_once_that_the_first_call_compiles(tmp_path):
 
 def test_the_warm_up_compiles_in_its_own_processes(monkeypatch):
     """``chorus warmup`` and the server's compile job must fill numba's cache before they exit:
-    their tiny models compile in-process (``CHORUS_COMPILE=block``), in this process
-    (``compiling_here``) and in every job process (``warm_jobs``' environment). With the
-    first-learn default (a subprocess per cold model, interpreted twins meanwhile) a cold
+    the tiny models ``warm_spec`` builds (within ``compiling_on_purpose``) compile their
+    kernels in the process that trains them, whatever the compile mode. With the first-learn
+    default (a job elsewhere per cold model, interpreted twins meanwhile) a cold
     ``chorus warmup`` returned before the cache was filled."""
-    import subprocess
-
+    from ensembles.warm import warm_spec
     from learners import jit
 
-    monkeypatch.delenv("CHORUS_COMPILE", raising=False)
-    for pinned in (None, "thread", jit.compile_mode_override()):  # (the suite pins "block")
-        before = jit.compile_mode_override()
-        jit.set_compile_mode(pinned)
+    monkeypatch.setattr(jit, "ready", lambda fn: False)  # as on an empty numba cache
+    job = jit.CompileJob(key="test", what="test", module="test", args=())
+    for mode in ("subprocess", "thread"):
+        jit.set_compile_mode(mode)
         try:
-            with app.warmup.compiling_here():
-                assert jit.compile_mode() == "block"
-            assert jit.compile_mode_override() == pinned
-            assert jit.compile_mode() == (pinned or "subprocess")
+            with jit.compiling_on_purpose():
+                assert jit.compile_elsewhere(job) is None
+            model = warm_spec({"ensemble": "bagging", "learner": "hoeffding_tree"}, n=40)
+            assert model.n_seen > 0
+            assert not jit.compiling() and not jit.MODE.interpreted  # no job was started
         finally:
-            jit.set_compile_mode(before)
-    envs: list[dict] = []
-
-    def fake_run(argv, env=None, **kw):
-        envs.append(env)
-        return subprocess.CompletedProcess(argv, 0)
-
-    monkeypatch.setattr(subprocess, "run", fake_run)
-    app.warmup.warm_jobs([("bagging", "hoeffding_tree", 0), ("bagging", "hoeffding_tree", 1)], 2)
-    assert len(envs) == 2 and all(e["CHORUS_COMPILE"] == "block" for e in envs)
+            jit.cancel_compile(job.key)
+            jit.set_compile_mode("block")  # (the suite's: conftest.py)
