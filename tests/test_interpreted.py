@@ -184,8 +184,10 @@ def test_cold_server_answers_at_once_then_switches_to_compiled(tmp_path):
         examples = [{"features": x, "label": y} for x, y in data[:100]]
         assert _post(base + "/learn", {"model": "m", "examples": examples})[0] == 200
         _, first = _post(base + "/predict", {"model": "m", "features": data[100][0]})
+        # (a guard against a hang, not a speed claim: the cold compile took 116 s at load 9 and
+        # over 280 s at load 12 on the 2-core machine; benchmarks/compiletime.py measures it)
         while _get(base + "/readyz")[1].get("engine") == "interpreted":
-            assert time.monotonic() - t0 < 280, "the compiled kernels never took over"
+            assert time.monotonic() - t0 < 900, "the compiled kernels never took over"
             time.sleep(0.5)
         _, again = _post(base + "/predict", {"model": "m", "features": data[100][0]})
         assert again["probabilities"] == first["probabilities"]
