@@ -302,14 +302,16 @@ class NatsServer:
         self.proc = None
 
 
-def start_consumer(url: str, env: dict[str, str], *args: str, log: Path) -> subprocess.Popen:
+def start_consumer(url: str, env: dict[str, str], *args: str, log: Path,
+                   checkout: Path = ROOT) -> subprocess.Popen:  # fmt: skip
     """``chorus consume URL ARGS...`` (``python -m app.cli``) as a child process, ``env`` (its
-    ``CHORUS_*`` settings) on top of this process's environment and this checkout first on its
-    path; its stderr is appended to ``log``."""
-    full = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+    ``CHORUS_*`` settings) on top of this process's environment and ``checkout`` (this one by
+    default; another for an A/B benchmark) first on its path; its stderr is appended to
+    ``log``."""
+    full = {**os.environ, "PYTHONPATH": str(checkout), **env}
     cmd = [sys.executable, "-m", "app.cli", "consume", url, *args]
     with log.open("ab") as err:
-        return subprocess.Popen(cmd, cwd=ROOT, env=full, stdout=subprocess.DEVNULL, stderr=err)
+        return subprocess.Popen(cmd, cwd=checkout, env=full, stdout=subprocess.DEVNULL, stderr=err)
 
 
 class ChorusServer:
