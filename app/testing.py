@@ -1,13 +1,14 @@
 """Real processes for tests and benchmarks: a free port, a ``redis-server``, a ``nats-server``, a
-Chorus server.
+Chorus server, a ``chorus consume``; and a registry on a store of one's own.
 
 The one place tests (``tests/conftest.py``, the crash tests) and benchmarks (``http_load``,
-``fuzz``, ``coldstart``) get these from: no mocks, real servers on free ports, stopped on exit.
-Not imported by the service itself.
+``fuzz``, ``coldstart``, ``consume``) get these from: no mocks, real servers on free ports,
+stopped on exit. Not imported by the service itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -18,7 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Container
+from collections.abc import AsyncIterator, Awaitable, Callable, Container
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,30 @@ async def open_registry(settings: Any) -> AsyncIterator[Any]:
         yield reg
     finally:
         await store.close()
+
+
+def with_registry(settings: Any, body: Callable[[Any], Awaitable[Any]] | None = None, *,
+                  create: dict[str, dict[str, Any]] | None = None,
+                  snapshot: bool = False) -> Any:  # fmt: skip
+    """``asyncio.run`` of one "process": :func:`open_registry` on ``settings``, the models of
+    ``create`` (name -> spec) that the store does not hold yet created, ``await body(reg)``, a
+    snapshot of every model if ``snapshot``; returns what ``body`` returned.
+
+    ``with_registry(settings, lambda reg: reg.models.get("m"))`` is the model ``m`` as a process
+    that starts now recovers it (its handle: the model stays usable after the store closed).
+    """
+
+    async def run() -> Any:
+        async with open_registry(settings) as reg:
+            for name, spec in (create or {}).items():
+                if await reg.store.get_model(name) is None:
+                    await reg.create(name, spec)
+            out = None if body is None else await body(reg)
+            if snapshot:
+                await reg.snapshot_all()
+            return out
+
+    return asyncio.run(run())
 
 
 def free_port() -> int:
@@ -264,9 +289,29 @@ class NatsServer:
             time.sleep(0.02)
         raise RuntimeError("nats-server did not accept connections")
 
+    def kill(self) -> None:
+        """SIGKILL (what JetStream wrote to its files is what survives; :meth:`start` again on
+        the same port and directory recovers it)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+        self.proc = None
+
     def stop(self) -> None:
         stop_process(self.proc, 10)
         self.proc = None
+
+
+def start_consumer(url: str, env: dict[str, str], *args: str, log: Path,
+                   checkout: Path = ROOT) -> subprocess.Popen:  # fmt: skip
+    """``chorus consume URL ARGS...`` (``python -m app.cli``) as a child process, ``env`` (its
+    ``CHORUS_*`` settings) on top of this process's environment and ``checkout`` (this one by
+    default; another for an A/B benchmark) first on its path; its stderr is appended to
+    ``log``."""
+    full = {**os.environ, "PYTHONPATH": str(checkout), **env}
+    cmd = [sys.executable, "-m", "app.cli", "consume", url, *args]
+    with log.open("ab") as err:
+        return subprocess.Popen(cmd, cwd=checkout, env=full, stdout=subprocess.DEVNULL, stderr=err)
 
 
 class ChorusServer:
@@ -306,8 +351,8 @@ class ChorusServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> None:
-        """Start it and wait until ``/readyz`` answers 200."""
+    def start(self, timeout: float = 60.0, *, wait: bool = True) -> None:
+        """Start it and wait until ``/readyz`` answers 200 (``wait=False``: return at once)."""
         args = [sys.executable, "-m", "app.server", "--host", "127.0.0.1", "--port",
                 str(self.port), "--log-level", self.log_level, "--workers", str(self.workers),
                 "--access-log" if self.access_log else "--no-access-log"]  # fmt: skip
@@ -319,6 +364,8 @@ class ChorusServer:
             stdout=subprocess.DEVNULL,
             stderr=self.log.open("ab") if self.log else subprocess.PIPE,
         )
+        if not wait:
+            return
         try:
             wait_ready(f"{self.url}/readyz", timeout, self.proc)
         except RuntimeError as exc:

@@ -55,6 +55,7 @@ from typing import Any
 
 import httpx
 
+from app import testing
 from app.testing import ChorusServer, RedisServer, free_port, stop_process, wait_ready
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -430,33 +431,18 @@ def ids_run(store: str, n: int, with_ids: bool, work: Path) -> dict:
 
 def with_registry(store: str, work: Path, body: Any, *, create: bool = True) -> Any:
     """Run ``await body(reg)`` on a registry (with model "m" created from IDS_SPEC unless not
-    ``create``) over a
-    fresh ``store`` in ``work`` (a redis-server of its own for "redis"); snapshots and closes
-    the store after it, returns what the body returns."""
-    from app.registry import Registry
+    ``create``) over a fresh ``store`` in ``work`` (a redis-server of its own for "redis");
+    snapshots and closes the store after it, returns what the body returns
+    (:func:`app.testing.with_registry`)."""
     from app.settings import Settings
-    from app.stores import make_store
 
     kw: dict = {"data_dir": work / "data", "snapshot_interval": 3600}
     redis_proc = None
     if store == "redis":
         redis_proc, kw["redis_url"] = start_redis(work / "redis")
-
-    async def run() -> Any:
-        settings = Settings(**kw)
-        st = make_store(settings)
-        await st.open(5)
-        reg = Registry(st, settings)
-        await reg.recover()
-        if create:
-            await reg.create("m", IDS_SPEC)
-        out = await body(reg)
-        await reg.snapshot_all()
-        await st.close()
-        return out
-
     try:
-        return asyncio.run(run())
+        models = {"m": IDS_SPEC} if create else None
+        return testing.with_registry(Settings(**kw), body, create=models, snapshot=True)
     finally:
         if redis_proc:
             redis_proc.stop()

@@ -486,3 +486,19 @@ def test_chorus_serve_consumes_with_chorus_consume_set(tmp_path, clean_redis_url
                 time.sleep(0.05)
     assert acked in text
     assert f'chorus_consume_lag{{stream="{STREAM}"}}' in text
+
+
+def test_commands_packed_by_hiredis_are_redis_pys_bytes():
+    from redis.asyncio.connection import Connection, UnixDomainSocketConnection
+
+    from app.consume.redis_bus import packing_in_c
+
+    fast, plain = packing_in_c(Connection)(), Connection()
+    commands = [("XACK", "s", "chorus", "1764350000000-0", b"1764350000000-1"),
+                ("XINFO GROUPS", "chorus:examples"), ("XREADGROUP", "GROUP", "g", "c", "COUNT",
+                 1000, "BLOCK", 100, "STREAMS", "s", ">"),
+                ("XADD", "out", "MAXLEN", "~", 100_000, "*", b"data", "é".encode()),
+                ("SET", "k", memoryview(b"ab"))]  # fmt: skip
+    for args in commands:
+        assert b"".join(fast.pack_command(*args)) == b"".join(plain.pack_command(*args)), args
+    assert issubclass(packing_in_c(UnixDomainSocketConnection), UnixDomainSocketConnection)

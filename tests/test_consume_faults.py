@@ -1,4 +1,5 @@
-"""Fault injection for ``chorus consume`` (issue 39): ``kill -9`` of the consumer at random points.
+"""Fault injection for ``chorus consume`` on Redis Streams (issue 39): ``kill -9`` of the consumer,
+of the bus and of ``chorus serve`` consuming with ``CHORUS_CONSUME``, at random points.
 
 A producer keeps adding examples to a Redis stream (a real redis-server) while ``chorus consume``
 runs as a real process on its own SQLite store; at a random moment (mid-batch, between the log
@@ -8,7 +9,8 @@ another one (it claims the dead one's with ``XAUTOCLAIM``). In about a third of 
 bus's redis-server gets SIGKILL too while the consumer runs, and restarts from its AOF
 (``appendfsync always``): the consumer waits it out and goes on. Snapshots and log trims happen
 throughout (``CHORUS_SNAPSHOT_EVERY`` is small). Some examples carry the producer's own id and
-some are published twice under it (a producer's retry).
+some are published twice under it (a producer's retry). The cycles and the final check are
+``tests/exactly_once.py``'s (shared with the NATS JetStream test).
 
 After the last cycle a consumer drains the stream, then: nothing is pending and nothing was
 dead-lettered; every distinct message (its id, else its entry id) was learned exactly once: the
@@ -21,157 +23,152 @@ for bit (every array of its state), whose predictions are the answers the consum
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import redis
 
-from app.testing import ROOT
-from tests.streams import assert_same_state
-from tests.test_crash import example
+from app.testing import ChorusServer, start_consumer
+from tests.exactly_once import (
+    Messages,
+    assert_learned_once,
+    create_model,
+    kill_cycles,
+    process_env,
+    same_probabilities,
+    tail,
+)
 
-ensembles = pytest.importorskip("ensembles")
+pytest.importorskip("ensembles")
 
 CYCLES = int(os.environ.get("CHORUS_CONSUME_CYCLES", "20"))
-PER_CYCLE = 150  # examples the producer adds while a consumer runs
+SERVE_CYCLES = 5  # kills of `chorus serve` consuming (each restart recovers the model: slower)
 STREAM = "chorus:examples"
-SPEC = {"ensemble": "bagging", "learner": "hoeffding_tree", "n_models": 3, "seed": 5,
-        "params": {"grace_period": 20}}  # fmt: skip
 
 
 class Producer:
-    """Adds examples to the stream; remembers each entry's learn id and example."""
+    """Adds :class:`~tests.exactly_once.Messages` to the stream in pipelines; remembers each
+    message's learn id (its id, else its entry id) and example."""
 
     def __init__(self, r: redis.Redis, rnd: random.Random) -> None:
-        self.r, self.rnd = r, rnd
-        self.n = 0
+        self.r = r
+        self.messages = Messages(rnd)
         self.examples: dict[str, int] = {}  # learn id -> example number
-        self.producer_ids: list[tuple[str, int]] = []
 
     def send(self, k: int) -> None:
         pipe = self.r.pipeline(transaction=False)
         plan = []
         for _ in range(k):
-            roll = self.rnd.random()
-            if roll < 0.05 and self.producer_ids:  # a producer's retry: same id, same example
-                key, i = self.rnd.choice(self.producer_ids[-50:])
-            else:
-                i, key = self.n, (f"p{self.n}" if roll < 0.15 else None)
-                self.n += 1
-                if key is not None:
-                    self.producer_ids.append((key, i))
-            x, y = example(i)
-            body = {"model": "m", "features": x, "label": y} | ({"id": key} if key else {})
-            pipe.xadd(STREAM, {"data": json.dumps(body)})
+            key, i, body = self.messages.next()
+            pipe.xadd(STREAM, {"data": body})
             plan.append((key, i))
         for entry_id, (key, i) in zip(pipe.execute(), plan):
             self.examples.setdefault(key or f"redis:{STREAM}:{entry_id.decode()}", i)
 
 
-def _consumer(url: str, data: Path, name: str, batch: int, log: Path, *, once: bool = False):
-    env = {**os.environ, "CHORUS_DATA_DIR": str(data), "CHORUS_REDIS_URL": "",
-           "CHORUS_SNAPSHOT_EVERY": "97", "CHORUS_SNAPSHOT_INTERVAL": "0.3",
-           "PYTHONPATH": str(ROOT)}  # fmt: skip
-    args = [sys.executable, "-m", "app.cli", "consume", url, "--consumer", name, "--batch",
-            str(batch), "--output", "answers", "--claim-idle", "0.3", "--log-level", "warning"]  # fmt: skip
-    if once:
-        args.append("--once")
-    with log.open("ab") as err:
-        return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
-
-
-async def _create_and_load(data: Path, create: bool):
-    from app.registry import Registry
-    from app.settings import Settings
-    from app.stores import make_store
-
-    settings = Settings(data_dir=data, redis_url=None, snapshot_interval=3600)
-    store = make_store(settings)
-    await store.open(5)
-    reg = Registry(store, settings)
-    await reg.recover()
-    if create:
-        await reg.create("m", SPEC)
-        await store.close()
-        return None
-    h = await reg.models.get("m")
-    await store.close()
-    return h
-
-
-def test_kill9_of_the_consumer_learns_every_message_exactly_once(
-    tmp_path, clean_redis_url, redis_server
-):
-    r = redis.Redis.from_url(clean_redis_url)
+def _start(url: str, data: Path) -> tuple[redis.Redis, random.Random, Producer]:
+    """The model in the store in ``data``, and a producer that has added 200 examples."""
+    r = redis.Redis.from_url(url)
     rnd = random.Random()
-    data, log = tmp_path / "data", tmp_path / "consumer.log"
-    asyncio.run(_create_and_load(data, create=True))
+    create_model(data)
     producer = Producer(r, rnd)
     producer.send(200)
-    kills = bus_kills = 0
-    for cycle in range(CYCLES):
-        name = rnd.choice(["c1", "c1", "c2"])  # c2: claims c1's messages (and the other way)
-        proc = _consumer(clean_redis_url, data, name, rnd.choice([5, 20, 64]), log)
-        answered = r.xlen("answers")
-        t0 = time.monotonic()
-        early = rnd.random() < 0.2  # killed during start-up / recovery
-        kill_at = t0 + rnd.uniform(0.2, 2.0) if early else None
-        budget = PER_CYCLE  # more examples while it consumes (the last cycle's are pending)
-        bus_kill = rnd.random() < 0.3  # this cycle the bus dies too (kill -9, AOF restart)
-        while proc.poll() is None:
-            now = time.monotonic()
-            if bus_kill and kill_at is not None:
-                redis_server.kill()  # mid-stream, between two of the producer's pipelines
-                redis_server.start()
-                bus_kills += 1
-                bus_kill = False
-                kill_at = time.monotonic() + rnd.uniform(0.3, 1.0)  # it reconnects meanwhile
-            if kill_at is None and r.xlen("answers") > answered:
-                kill_at = now + rnd.uniform(0.0, 0.25)  # consuming: somewhere mid-stream
-            if kill_at is not None and budget > 0:
-                k = min(budget, rnd.randint(1, 15))
-                producer.send(k)
-                budget -= k
-            if (kill_at is not None and now >= kill_at) or now - t0 > 30:
-                proc.send_signal(signal.SIGKILL)
-                proc.wait(10)
-                kills += 1
-                break
-            time.sleep(0.002)
-        assert proc.returncode == -signal.SIGKILL, (cycle, log.read_text()[-3000:])
-    assert kills == CYCLES
-    drain = _consumer(clean_redis_url, data, "c1", 100, log, once=True)
-    assert drain.wait(120) == 0, log.read_text()[-3000:]
-    # acknowledged, none dead
-    assert r.xpending(STREAM, "chorus")["pending"] == 0, log.read_text()[-3000:]
+    return r, rnd, producer
+
+
+def _consumer(url: str, data: Path, name: str, batch: int, log: Path, *, once: bool = False):
+    args = ["--consumer", name, "--batch", str(batch), "--output", "answers", "--claim-idle",
+            "0.3", "--log-level", "warning", *(["--once"] if once else [])]  # fmt: skip
+    return start_consumer(url, process_env(data), *args, log=log)
+
+
+def _check(r: redis.Redis, data: Path, producer: Producer, log: Path) -> int:
+    """Acknowledged, none dead; learned once (the answers' seqs), the model bit for bit, the
+    published answers its predictions. Returns the distinct messages."""
+    assert r.xpending(STREAM, "chorus")["pending"] == 0, tail(log)
     assert r.xlen("chorus:dead") == 0, r.xrange("chorus:dead", count=3)
-    # each distinct message learned once: its answers all name one seq, the seqs are 1..n
     seq_of: dict[str, int] = {}
     answer_of: dict[int, dict] = {}
     for _, fields in r.xrange("answers"):
         a = json.loads(fields[b"data"])
         assert seq_of.setdefault(a["id"], a["seq"]) == a["seq"], a
         answer_of.setdefault(a["seq"], a)
-    n = len(producer.examples)
-    assert seq_of.keys() == producer.examples.keys()
-    assert sorted(seq_of.values()) == list(range(1, n + 1))
-    h = asyncio.run(_create_and_load(data, create=False))
-    assert h.seq == n and int(h.model.n_seen) == n
-    # the stored model is the one its messages make, in log order, bit for bit
-    order = sorted(seq_of, key=seq_of.get)
-    X, Y = zip(*(example(producer.examples[key]) for key in order), strict=True)
-    model = ensembles.build_model(SPEC)
-    want = model.predict_learn_many(list(X), list(Y))
-    assert_same_state(h.model, model)
+    want = assert_learned_once(data, seq_of, producer.examples)
     for seq, proba in enumerate(want, start=1):
-        assert answer_of[seq]["probabilities"] == {k: float(v) for k, v in proba.items()}, seq
+        assert same_probabilities(answer_of[seq], proba), seq
+    return len(want)
+
+
+def test_kill9_of_the_consumer_learns_every_message_exactly_once(
+    tmp_path, clean_redis_url, redis_server
+):
+    r, rnd, producer = _start(clean_redis_url, tmp_path / "data")
+    data, log = tmp_path / "data", tmp_path / "consumer.log"
+
+    def start():  # c2 claims c1's messages (and the other way)
+        name = rnd.choice(["c1", "c1", "c2"])
+        return _consumer(clean_redis_url, data, name, rnd.choice([5, 20, 64]), log)
+
+    def kill_bus() -> None:  # mid-stream, between two of the producer's pipelines
+        redis_server.kill()
+        redis_server.start()
+
+    kills, bus_kills = kill_cycles(
+        CYCLES, rnd, start=start, produce=producer.send, progress=lambda: r.xlen("answers"),
+        log=log, kill_bus=kill_bus,
+    )  # fmt: skip
+    assert kills == CYCLES
+    drain = _consumer(clean_redis_url, data, "c1", 100, log, once=True)
+    assert drain.wait(120) == 0, tail(log)
+    n = _check(r, data, producer, log)
     summary = f"{CYCLES} consumer kills, {bus_kills} bus kills, {n} distinct messages learned once"
     print(summary, f"({r.xlen(STREAM)} entries)")  # noqa: T201
+
+
+def _acked(r: redis.Redis) -> int:
+    """Entries the group has been delivered and acknowledged."""
+    for g in r.xinfo_groups(STREAM):
+        if g["name"] == b"chorus":
+            return int(g["entries-read"] or 0) - int(g["pending"])
+    return 0
+
+
+def test_kill9_of_chorus_serve_consuming_learns_every_message_exactly_once(
+    tmp_path, clean_redis_url
+):
+    """The consumer inside ``chorus serve`` (``CHORUS_CONSUME``): the whole server is killed
+    (its process group) mid-stream or while it starts, and started again on the same store; its
+    consumer (the host's name, the default) takes back what it had not acknowledged."""
+    r, rnd, producer = _start(clean_redis_url, tmp_path / "data")
+    data, log = tmp_path / "data", tmp_path / "server.log"
+    consume = f"{clean_redis_url}?output=answers&block=0.2&batch=50"
+    env = {**process_env(data), "CHORUS_CONSUME": consume}
+    servers: list[ChorusServer] = []
+
+    def start():
+        server = ChorusServer(env, log=log, access_log=False)
+        server.start(wait=False)
+        servers.append(server)
+        return server.proc
+
+    def kill(_proc) -> None:
+        servers[-1].kill9()
+
+    kills, _ = kill_cycles(SERVE_CYCLES, rnd, start=start, produce=producer.send,
+                           progress=lambda: r.xlen("answers"), log=log, kill=kill)  # fmt: skip
+    assert kills == SERVE_CYCLES
+    server = ChorusServer(env, log=log, access_log=False)
+    server.start(timeout=120)
+    try:
+        deadline = time.monotonic() + 120
+        while _acked(r) < r.xlen(STREAM) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        server.stop()  # (uvicorn exits by the SIGTERM it handled: -15)
+    assert _acked(r) == r.xlen(STREAM), tail(log)
+    n = _check(r, data, producer, log)
+    print(f"{SERVE_CYCLES} kills of chorus serve, {n} distinct messages learned once")  # noqa: T201

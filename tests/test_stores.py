@@ -162,6 +162,27 @@ def test_idempotency_keys_land_atomically_with_the_log(run):
     run(body)
 
 
+def test_a_batch_of_many_keys_lands_whole_or_not_at_all(run):
+    """A consumer's read of 1,200 messages: more keys than one of SQLite's multi-row inserts
+    takes; a repeated key in the last part refuses the whole batch."""
+
+    async def body(s):
+        await s.create_model("m", SPEC)
+        first = [Entry(b"r%d" % i, f"k{i}", b"v%d" % i) for i in range(1200)]
+        assert await s.append("m", first, 0) == 1200
+        again = [Entry(b"s%d" % i, f"n{i}", b"w") for i in range(1200)]
+        again[1100] = Entry(b"dup", "k7", b"other")
+        with pytest.raises(DuplicateKey) as err:
+            await s.append("m", again, 1200)
+        assert err.value.key == "k7"
+        assert await s.last_seq("m") == 1200
+        assert await s.get_answers("m", ["n0", "n1099", "n1199"]) == {}
+        answers = await s.get_answers("m", [f"k{i}" for i in range(1200)])
+        assert answers == {f"k{i}": b"v%d" % i for i in range(1200)}
+
+    run(body)
+
+
 def test_forget_keys_by_seq(run):
     async def body(s):
         await s.create_model("m", SPEC)

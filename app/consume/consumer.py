@@ -372,31 +372,63 @@ class Consumer:
                       "message": d.id, **answer})  # fmt: skip
 
     def _count(self, batch: list[Delivery], done: list, dead: list) -> None:
+        """Counts and Prometheus counters of a read: one pass over its messages."""
         c = self.counts
+        learned = dups = 0
+        for _, a in done:
+            if a is not None:
+                if a.get("duplicate"):
+                    dups += 1
+                elif "seq" in a:
+                    learned += 1
+        redelivered = sum(d.deliveries > 1 for d in batch)
         c["acked"] += len(done) + len(dead)
         c["dead"] += len(dead)
-        c["redelivered"] += sum(d.deliveries > 1 for d in batch)
-        learned = [d for d, a in done if a is not None and "seq" in a and not a["duplicate"]]
-        dups = [d for d, a in done if a is not None and a.get("duplicate")]
-        c["learned"] += len(learned)
-        c["duplicates"] += len(dups)
+        c["redelivered"] += redelivered
+        c["learned"] += learned
+        c["duplicates"] += dups
+        if self.metrics is not None:
+            self._count_metrics(batch, done, dead)
+
+    def _count_metrics(self, batch: list[Delivery], done: list, dead: list) -> None:
+        """The Prometheus counters of a read, per (stream, model): a model the registry does not
+        hold is counted as ``UNKNOWN_MODEL`` (the labels stay bounded)."""
         m = self.metrics
-        if m is None:
-            return
+        assert m is not None
         known = self.registry.models.peek
+        labels: dict[tuple[str, str], tuple[str, str]] = {}
 
         def label(d: Delivery) -> tuple[str, str]:
-            return d.stream, d.model if d.model and known(d.model) is not None else UNKNOWN_MODEL
+            key = (d.stream, d.model)
+            out = labels.get(key)
+            if out is None:
+                model = d.model if d.model and known(d.model) is not None else UNKNOWN_MODEL
+                out = labels[key] = (d.stream, model)
+            return out
 
-        for counter, ds in ((m.acked, [d for d, _ in done] + [d for d, _ in dead]),
-                            (m.dead, [d for d, _ in dead]), (m.learned, learned),
-                            (m.duplicates, dups),
-                            (m.redelivered, [d for d in batch if d.deliveries > 1])):  # fmt: skip
-            tally: dict[tuple[str, str], int] = {}
-            for d in ds:
-                key = label(d)
-                tally[key] = tally.get(key, 0) + 1
-            for key, n in tally.items():
+        tallies: dict[Any, dict[tuple[str, str], int]] = {
+            counter: {} for counter in (m.acked, m.dead, m.learned, m.duplicates, m.redelivered)
+        }
+
+        def tally(counter: Any, d: Delivery) -> None:
+            key = label(d)
+            t = tallies[counter]
+            t[key] = t.get(key, 0) + 1
+
+        for d, a in done:
+            tally(m.acked, d)
+            if a is not None and a.get("duplicate"):
+                tally(m.duplicates, d)
+            elif a is not None and "seq" in a:
+                tally(m.learned, d)
+        for d, _ in dead:
+            tally(m.acked, d)
+            tally(m.dead, d)
+        for d in batch:
+            if d.deliveries > 1:
+                tally(m.redelivered, d)
+        for counter, t in tallies.items():
+            for key, n in t.items():
                 counter.labels(*key).inc(n)
 
     # ------------------------------------------------------------------ one model
