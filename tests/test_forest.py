@@ -316,6 +316,20 @@ def test_state_round_trip_goes_on_identically():
     assert_same_state(whole, copy)
 
 
+def test_a_state_saved_before_the_deal_deals_alike():
+    """An SRP saved before its first example (its roots still waiting for their deal) and
+    loaded deals and learns as the forest never saved."""
+    data = dense(800, 15)
+    whole = StreamingRandomPatches(n_models=5, seed=2, subspace=3)
+    copy = load_state(StreamingRandomPatches(n_models=5, seed=2, subspace=3).to_state())
+    a = [whole.predict_learn_one(x, t) for x, t in data]
+    b = [copy.predict_learn_one(x, t) for x, t in data]
+    assert a == b
+    assert_same_state(whole, copy)
+    subspaces = {frozenset().union(*observed(copy._bank, m).values()) for m in range(5)}
+    assert len(subspaces) == 5 and all(len(f) == 3 for f in subspaces)
+
+
 def test_batches_learn_what_single_examples_learn():
     data = dense(2500, 14, flip_at=1200)
     X, y = [x for x, _ in data], [t for _, t in data]
