@@ -68,7 +68,8 @@ class RandomForest(VotingEnsemble):
         self.window = int(window)
         super().__init__(learner, n_models=n_models, seed=seed, vote=vote, limits=limits)
         for m in range(self.n_models):  # the first trees' subspaces, one key per member
-            self._bank.reset_tree(m, self._first_key(m))
+            key, deal = self._first_tree(m)
+            self._bank.reset_tree(m, key, deal=deal)
 
     @classmethod
     def from_spec(cls, spec: dict) -> Any:
@@ -95,8 +96,10 @@ class RandomForest(VotingEnsemble):
     def _bank_size(self) -> int:
         return 2 * self.n_models
 
-    def _first_key(self, m: int) -> int:
-        return int(kernel(fk.tree_key)(self.seed, fk.NEW_FOREST, m, 1))
+    def _first_tree(self, m: int) -> tuple[int, bool]:
+        """(key, deal) of member m's first tree (``TreeBank.reset_tree``): a key of its own
+        (ARF: each leaf draws from it); ``StreamingRandomPatches`` deals."""
+        return int(kernel(fk.tree_key)(self.seed, fk.NEW_FOREST, m, 1)), False
 
     @property
     def _bank(self) -> Any:
@@ -338,7 +341,8 @@ class StreamingRandomPatches(RandomForest):
     ``StreamingRandomPatches``.
 
     Each member is a Hoeffding tree over a random subspace of ``subspace`` features drawn for the
-    whole tree (a new draw for each new tree), trained with Poisson(6) weights (``training=
+    whole tree (the members' first trees are dealt distinct subspaces while there are enough, as
+    MOA deals them; a new draw for each later tree), trained with Poisson(6) weights (``training=
     "patches"``, default), on every example once (``"subspaces"``) or on every feature
     (``"resampling"``: leveraging-bagging-like); warning and drift detectors, background trees
     and the accuracy-weighted vote as ``AdaptiveRandomForest``.
@@ -372,6 +376,14 @@ class StreamingRandomPatches(RandomForest):
     """
 
     kind = "srp"
+
+    def _first_tree(self, m: int) -> tuple[int, bool]:
+        """Member m's first tree is dealt its subspace: distinct from members 0..m-1's while
+        C(F, k) allows, as MOA's SRP (``learners.tree.subspace``, "Dealt roots";
+        ``"resampling"`` has no subspace)."""
+        if self.training == "resampling":
+            return super()._first_tree(m)
+        return m, True
 
     def __init__(self, learner: Any = None, *, n_models: int = 10, seed: int = 0,
                  subspace: str | int | float = 0.6, training: str = "patches",
@@ -421,7 +433,8 @@ class ForestReference:
         proto = forest._member_prototype()
         self.fg = [proto.clone() for _ in range(M)]
         for m, tree in enumerate(self.fg):
-            tree.reset_tree(forest._first_key(m))
+            key, deal = forest._first_tree(m)
+            tree.reset_tree(key, deal=deal)
         self.bg: list[Any] = [None] * M
         self.detectors = adwin.adwin_state(2 * M)
         self.acc = np.zeros((2, M))

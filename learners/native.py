@@ -422,11 +422,13 @@ class HoeffdingTree(NativeLearner):
             subspace_seed=self.subspace_seed,
         )
 
-    def reset_tree(self, key: int = 0) -> None:
+    def reset_tree(self, key: int = 0, *, deal: bool = False) -> None:
         """Forget everything learned: a fresh tree (the schema stays), whose random feature
         subspaces (``max_features``) are drawn with ``key`` (``learners.tree.subspace``): the
-        way ``AdaptiveRandomForest`` replaces a member's tree."""
-        self._bank.reset_tree(0, key)
+        way ``AdaptiveRandomForest`` replaces a member's tree. ``deal``: the tree is member
+        ``key``'s first tree in a forest whose members are dealt distinct subspaces
+        (``StreamingRandomPatches``)."""
+        self._bank.reset_tree(0, key, deal=deal)
 
     def describe_tree(self) -> dict:
         T = self._bank.T

@@ -137,6 +137,61 @@ def test_a_new_feature_mid_stream_gives_the_same_tree_in_any_batching():
     assert same(states[0], states[2])
 
 
+def _root_subspaces(model, n_rows: int = 30, n_features: int = 5) -> list[frozenset[int]]:
+    """The features each member's first tree learns at its root after ``n_rows`` rows."""
+    X, y = _few_features(n_rows, n_features)
+    model.learn_many(X, y)
+    return [frozenset(observed(model._bank, m)[0]) for m in range(model.n_models)]
+
+
+def _few_features(n: int, n_features: int) -> tuple[list, list]:
+    r = random.Random(9)
+    X = [{f"f{j}": r.random() for j in range(n_features)} for _ in range(n)]
+    return X, [x["f0"] > 0.5 for x in X]
+
+
+@pytest.mark.parametrize(("n_features", "size", "n_models"), [(5, 3, 10), (9, 0.6, 10),
+                                                              (6, 2, 15), (20, 0.6, 30)])  # fmt: skip
+def test_srp_deals_distinct_subspaces_while_there_are_enough(n_features, size, n_models):
+    """C(F, k) >= n_models (C(5, 3) = 10, C(9, 5) = 126, C(6, 2) = 15): every member's first
+    tree has a subspace of its own, for every seed (drawn independently, 10 members would all
+    differ on C(5, 3) = 10 subsets with probability 10!/10**10 < 0.001)."""
+    for seed in range(3):
+        model = StreamingRandomPatches(n_models=n_models, seed=seed, subspace=size,
+                                       training="subspaces")  # fmt: skip
+        roots = _root_subspaces(model, n_features=n_features)
+        k = len(roots[0])
+        assert all(len(r) == k for r in roots) and 2 <= k < n_features
+        assert len(set(roots)) == n_models, roots
+
+
+def test_srp_deals_every_subset_before_repeating_one():
+    """12 members, C(5, 3) = 10 subsets: all 10 taken, members 10 and 11 repeat members 0 and 1
+    (MOA's cyclic copies)."""
+    roots = _root_subspaces(StreamingRandomPatches(n_models=12, seed=4, subspace=3,
+                                                   training="subspaces"))  # fmt: skip
+    assert len(set(roots)) == 10
+    assert roots[10:] == roots[:2]
+
+
+def test_a_dealt_subspace_is_a_pure_function_of_seed_and_member():
+    """Member d's subspace is the same in the forest and in a tree dealt alone as member d
+    (its reference, ``ForestReference``, deals that way); another seed deals others."""
+    forest = StreamingRandomPatches(n_models=10, seed=3, subspace=3, training="subspaces")
+    roots = _root_subspaces(forest)
+    X, y = _few_features(30, 5)
+    for d in (0, 4, 9):
+        tree = HoeffdingTree(grace_period=1000, max_features=3, subspace="tree", subspace_seed=3)
+        tree.reset_tree(d, deal=True)
+        tree.learn_many(X, y)
+        assert frozenset(observed(tree._bank)[0]) == roots[d]
+    other = _root_subspaces(StreamingRandomPatches(n_models=10, seed=8, subspace=3,
+                                                   training="subspaces"))  # fmt: skip
+    assert set(other) == set(roots) and other != roots  # all 10 subsets, dealt otherwise
+    assert [subspace.n_subsets(f, k) for f, k in ((5, 3), (9, 5), (20, 10), (300, 150))] == [
+        10, 126, 184756, 2**62]  # fmt: skip
+
+
 def test_bad_max_features_is_refused_naming_it():
     for bad in (0, -1, 1.5, 0.0, "half", True, float("nan")):
         with pytest.raises(ValueError, match="max_features"):
@@ -259,6 +314,20 @@ def test_state_round_trip_goes_on_identically():
     b = [copy.predict_learn_one(x, t) for x, t in data[1600:]]
     assert a == b
     assert_same_state(whole, copy)
+
+
+def test_a_state_saved_before_the_deal_deals_alike():
+    """An SRP saved before its first example (its roots still waiting for their deal) and
+    loaded deals and learns as the forest never saved."""
+    data = dense(800, 15)
+    whole = StreamingRandomPatches(n_models=5, seed=2, subspace=3)
+    copy = load_state(StreamingRandomPatches(n_models=5, seed=2, subspace=3).to_state())
+    a = [whole.predict_learn_one(x, t) for x, t in data]
+    b = [copy.predict_learn_one(x, t) for x, t in data]
+    assert a == b
+    assert_same_state(whole, copy)
+    subspaces = {frozenset().union(*observed(copy._bank, m).values()) for m in range(5)}
+    assert len(subspaces) == 5 and all(len(f) == 3 for f in subspaces)
 
 
 def test_batches_learn_what_single_examples_learn():

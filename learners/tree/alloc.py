@@ -25,7 +25,7 @@ from .layout import (
     TreeParams,
     TreeState,
 )
-from .rows import build_index, new_leaf, tree_reset_keyed
+from .rows import build_index, new_leaf, tree_reset_dealt, tree_reset_keyed
 from .structs import interpreted_bank, make_bank, pools
 
 # the axis of every saved array that is a capacity, and the pool it counts
@@ -224,12 +224,17 @@ class BankArrays:
         for m in range(self.M):
             jit_kernel(new_leaf)(self.view(), m, 0, 0)
 
-    def reset_tree(self, m: int, key: int = 0) -> None:
+    def reset_tree(self, m: int, key: int = 0, *, deal: bool = False) -> None:
         """Member m becomes a fresh, untrained tree whose random feature subspaces (if its
-        parameters draw any) are keyed by ``key`` (``learners.tree.subspace``)."""
+        parameters draw any) are keyed by ``key`` (``learners.tree.subspace``); ``deal``: its
+        one subspace is the one dealt to member ``key`` of a forest (distinct from members
+        0..key-1's while there are enough subsets: "Dealt roots" there)."""
         if not 0 <= m < self.M:
             raise IndexError(f"member {m} of a bank of {self.M}")
-        jit_kernel(tree_reset_keyed)(self.view(), m, int(key))
+        if deal:
+            jit_kernel(tree_reset_dealt)(self.view(), m, int(key))
+        else:
+            jit_kernel(tree_reset_keyed)(self.view(), m, int(key))
         self._hint_for = None
 
     # --------------------------------------------------------------------------- capacity

@@ -28,7 +28,7 @@ from .layout import (
     WPOOL,
     W,
 )
-from .subspace import reset_thr
+from .subspace import dealt_thr, reset_thr
 
 
 # --------------------------------------------------------------------------- the row index
@@ -654,6 +654,14 @@ def tree_reset_keyed(T, m, key):
     anew: ``learners.tree.subspace``)."""
     tree_reset(T, m)
     T.thr[m, 0] = reset_thr(key)
+
+
+@nb.njit(cache=True)
+def tree_reset_dealt(T, m, member):
+    """``tree_reset``, the new root's subspace dealt as member ``member``'s of a forest whose
+    first trees take distinct subspaces (``learners.tree.subspace``, "Dealt roots")."""
+    tree_reset(T, m)
+    T.thr[m, 0] = dealt_thr(member)
 
 
 @nb.njit(cache=True)

@@ -25,6 +25,18 @@ the leaf's ``thr`` (a leaf has no threshold; ``learners.tree.layout`` lists the 
 
 So a leaf's subspace is a pure function of (seed, key, the features of its first example): the same stream gives the same subspaces in one call or in batches of any size, after
 recovery and on a replica. ``thr`` is saved with the tree, so a loaded tree goes on with them.
+
+*Dealt* roots (``dealt_thr``; Streaming Random Patches' first trees): a forest's first trees
+should not share a subspace while there are enough subsets to go round (MOA's SRP deals the
+C(F, k) subsets without repeats to its members). The root of member d's first tree holds the
+stored cut ``DEAL`` and the key d until its first example; then ``dealt_key`` deals the
+members in order, 0 to d: member j takes the first key of the sequence ``deal_key(j, 0),
+deal_key(j, 1), ...`` whose subspace (under the seed, among that example's F features) no
+member before it took, and member d keeps its key and cut as any tree would. Members d >=
+C(F, k) take member (d mod C(F, k))'s subspace (each subset at most ceil(M / C(F, k)) times,
+as MOA's cyclic copies); members from ``DEAL_MEMBERS`` on draw independently. So the dealt
+subspaces are a pure function of (seed, member, the features of the tree's first example),
+distinct among members whose first trees start on examples with the same features.
 """
 
 from __future__ import annotations
@@ -44,6 +56,10 @@ SCORE_BITS = 26
 CUT_MASK = (1 << CUT_BITS) - 1
 KEY_MASK = (1 << KEY_BITS) - 1
 ALL = 1 << SCORE_BITS  # a stored cut that admits every feature (k >= F)
+DEAL = ALL + 1  # a stored cut not fixed yet, of a dealt root whose key is its member (dealt_thr)
+DEAL_MEMBERS = 1024  # members dealt distinct subspaces; later ones draw independently
+_SUBSETS_CAP = 1 << 62  # n_subsets saturates here
+_DEAL_TRIES = 1 << 20  # keys tried for one member before it takes a repeat (never reached)
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -105,13 +121,8 @@ def subspace_size(P, F):
 
 
 @nb.njit(cache=True)
-def leaf_cut(T, P, m, node, xn, xc):
-    """The highest score a feature may have to be learned at leaf ``node`` of member m (-1:
-    none yet), fixing it from this row (module doc) when the leaf has none."""
-    t = np.int64(T.thr[m, node])
-    stored = t & CUT_MASK
-    if stored != 0:
-        return stored - 1
+def present_features(xn, xc):
+    """The ids of the features a row has (numeric j: 2j, categorical a: 2a + 1), in that order."""
     F = 0
     for j in range(xn.shape[0]):
         if not np.isnan(xn[j]):
@@ -119,27 +130,110 @@ def leaf_cut(T, P, m, node, xn, xc):
     for a in range(xc.shape[0]):
         if xc[a] >= 0:
             F += 1
+    fids = np.empty(F, np.int64)
+    i = 0
+    for j in range(xn.shape[0]):
+        if not np.isnan(xn[j]):
+            fids[i] = 2 * j
+            i += 1
+    for a in range(xc.shape[0]):
+        if xc[a] >= 0:
+            fids[i] = 2 * a + 1
+            i += 1
+    return fids
+
+
+@nb.njit(cache=True)
+def subset_cut(seed, key, fids, k):
+    """(the k-th lowest score of features ``fids`` under (seed, key), a hash of the subspace
+    that cut admits among them: equal subspaces, equal hashes)."""
+    base = score_base(seed, key)
+    F = fids.shape[0]
+    scores = np.empty(F, np.int64)
+    for i in range(F):
+        scores[i] = score_of(base, fids[i])
+    cut = np.sort(scores)[k - 1]
+    h = np.uint64(0)
+    for i in range(F):
+        if scores[i] <= cut:
+            h ^= _mix(np.uint64(fids[i]) + _GOLDEN)
+    return cut, h
+
+
+@nb.njit(cache=True)
+def n_subsets(F, k):
+    """C(F, k), saturating at 2**62."""
+    c = 1
+    for i in range(k):
+        if c > _SUBSETS_CAP // max(F - i, 1):
+            return _SUBSETS_CAP
+        c = c * (F - i) // (i + 1)
+    return c
+
+
+@nb.njit(cache=True)
+def deal_key(j, attempt):
+    """Member j's ``attempt``-th candidate key of a dealt root (``KEY_BITS`` bits)."""
+    h = _mix(_mix(np.uint64(j) + _GOLDEN) ^ (np.uint64(attempt) * _M1 + _M2))
+    return np.int64(h >> np.uint64(64 - KEY_BITS))
+
+
+@nb.njit(cache=True)
+def _taken(table, h):
+    """Whether hash h is in the open-addressing ``table`` (0: empty); adds it if not."""
+    h = h | np.uint64(1)  # (0 marks an empty entry)
+    size = table.shape[0]
+    i = np.int64(h & np.uint64(size - 1))
+    while table[i] != 0:
+        if table[i] == h:
+            return True
+        i = (i + 1) & (size - 1)
+    table[i] = h
+    return False
+
+
+@nb.njit(cache=True)
+def dealt_key(seed, d, fids, k):
+    """The key of member d's dealt root among features ``fids`` (module doc, "Dealt roots")."""
+    C = n_subsets(fids.shape[0], k)
+    target = d % C if d >= C else d
+    if target >= DEAL_MEMBERS:
+        return deal_key(target, 0)
+    size = 4
+    while size < 2 * (target + 1):
+        size *= 2
+    table = np.zeros(size, np.uint64)
+    key = deal_key(0, 0)
+    for j in range(target + 1):
+        for attempt in range(_DEAL_TRIES):
+            key = deal_key(j, attempt)
+            if not _taken(table, subset_cut(seed, key, fids, k)[1]):
+                break
+    return key
+
+
+@nb.njit(cache=True)
+def leaf_cut(T, P, m, node, xn, xc):
+    """The highest score a feature may have to be learned at leaf ``node`` of member m (-1:
+    none yet), fixing it from this row (module doc) when the leaf has none."""
+    t = np.int64(T.thr[m, node])
+    stored = t & CUT_MASK
+    if stored != 0 and stored != DEAL:
+        return stored - 1
+    fids = present_features(xn, xc)
+    F = fids.shape[0]
     if F == 0:  # nothing to draw from: fixed by the first row that has a feature
         return -1
     k = subspace_size(P, F)
+    key = t >> CUT_BITS
     if k >= F:
-        stored = ALL
+        cut = ALL - 1
     else:
-        base = score_base(P.subspace_seed, t >> CUT_BITS)
-        scores = np.empty(F, np.int64)
-        i = 0
-        for j in range(xn.shape[0]):
-            if not np.isnan(xn[j]):
-                scores[i] = score_of(base, 2 * j)
-                i += 1
-        for a in range(xc.shape[0]):
-            if xc[a] >= 0:
-                scores[i] = score_of(base, 2 * a + 1)
-                i += 1
-        scores.sort()
-        stored = scores[k - 1] + 1
-    T.thr[m, node] = np.float64((t >> CUT_BITS) * (CUT_MASK + 1) + stored)
-    return stored - 1
+        if stored == DEAL:
+            key = dealt_key(P.subspace_seed, key, fids, k)
+        cut = subset_cut(P.subspace_seed, key, fids, k)[0]
+    T.thr[m, node] = np.float64(key * (CUT_MASK + 1) + cut + 1)
+    return cut
 
 
 @nb.njit(cache=True)
@@ -158,6 +252,13 @@ def child_thr(P, parent_thr, branch):
 def reset_thr(key):
     """A fresh root's ``thr`` for a tree reset with ``key`` (any integer; its low bits kept)."""
     return np.float64((np.int64(key) & KEY_MASK) * (CUT_MASK + 1))
+
+
+@nb.njit(cache=True)
+def dealt_thr(member):
+    """A fresh root's ``thr`` whose subspace member ``member`` of a forest is dealt (module doc,
+    "Dealt roots"; member < 2**KEY_BITS)."""
+    return np.float64(np.int64(member) * (CUT_MASK + 1) + DEAL)
 
 
 one_specialisation(globals())  # after every kernel: one compiled version per argument type
