@@ -577,14 +577,35 @@ TOP_FEATURES = 10  # features --importance prints
 
 
 def print_importance(imp: dict) -> None:
-    """The top features of ``feature_importance`` as a small table."""
-    table = Table(title=f"top features ({imp['splits']:,} splits in {imp['members']} trees)")
-    for col in ("feature", "splits", "weight", "share", "depth-weighted"):
+    """The top features of ``feature_importance`` as a small table: by weight, with their merit
+    (``criterion``'s gain when the splits were made) and, with a half-life, its recent share."""
+    unknown = imp.get("merit_unknown", 0)
+    title = f"top features ({imp['splits']:,} splits in {imp['members']} trees"
+    title += f"; merit: {imp.get('criterion', 'info_gain')}"
+    title += f", unknown for {unknown:,} splits" if unknown else ""
+    recent = imp.get("half_life") is not None
+    if recent:
+        title += f"; recent: half-life {imp['half_life']:,g} examples"
+    title += ")"
+    cols = ["feature", "splits", "weight", "share", "merit", "merit share", "depth-weighted"]
+    if recent:
+        cols.append("recent share")
+    table = Table(title=title)
+    for col in cols:
         table.add_column(col, justify="left" if col == "feature" else "right")
     for name, d in list(imp["features"].items())[:TOP_FEATURES]:
-        table.add_row(escape(name), f"{d['splits']:,}", f"{d['weight']:,.0f}",
-                      f"{d['share']:.1%}", f"{d['depth_weighted']:.2f}")  # fmt: skip
+        row = [escape(name), f"{d['splits']:,}", f"{d['weight']:,.0f}", f"{d['share']:.1%}",
+               _number(d.get("merit"), ".4g"), _number(d.get("merit_share"), ".1%"),
+               f"{d['depth_weighted']:.2f}"]  # fmt: skip
+        if recent:
+            row.append(_number(d.get("recent_share"), ".1%"))
+        table.add_row(*row)
     out.print(table)
+
+
+def _number(v: float | None, fmt: str) -> str:
+    """``v`` formatted, or ``-`` when absent (a server of before merits)."""
+    return "-" if v is None else format(v, fmt)
 
 
 @app.command()
@@ -701,6 +722,14 @@ def replay(
             "--importance", help="After the replay, print the model's top features (tree splits)."
         ),
     ] = False,
+    half_life: Annotated[
+        float | None,
+        typer.Option(
+            "--half-life",
+            help="With --importance: also weigh each split by its recency, 0.5**(h / HALF_LIFE) "
+            "for a split made h examples ago (the recent share).",
+        ),
+    ] = None,
 ) -> None:
     """Replay a file prequentially: predict each row, then learn it, in file order.
 
@@ -744,6 +773,7 @@ def replay(
             importance=importance,
             compare=challengers,
             promotion=policy,
+            half_life=half_life,
         )
     except ReaderError as exc:
         fail(str(exc))

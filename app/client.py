@@ -438,9 +438,11 @@ class _Core:
         return _Call("POST", "/predict", lambda r: Prediction.from_json(r.json()), body, params)
 
     @staticmethod
-    def importance(name: str, decay: float | None = None) -> _Call:
-        params = None if decay is None else {"decay": decay}
-        return _Call("GET", f"/models/{name}/importance", lambda r: r.json(), params=params)
+    def importance(name: str, decay: float | None = None,
+                   half_life: float | None = None) -> _Call:  # fmt: skip
+        params = {k: v for k, v in (("decay", decay), ("half_life", half_life)) if v is not None}
+        return _Call("GET", f"/models/{name}/importance", lambda r: r.json(),
+                     params=params or None)  # fmt: skip
 
     @staticmethod
     def predict_many(model: str, rows: Iterable[Mapping[str, Any]]) -> _Call:
@@ -702,10 +704,13 @@ class ChorusClient(_Base):
         ``explain=True``: ``Prediction.explanation`` says why (docs/http-api.md)."""
         return self._send(_Core.predict(model, features, explain))
 
-    def importance(self, name: str, *, decay: float | None = None) -> dict[str, Any]:
+    def importance(self, name: str, *, decay: float | None = None,
+                   half_life: float | None = None) -> dict[str, Any]:  # fmt: skip
         """A model's feature importance: per feature, its trees' splits (count, the weight they
-        were made on, depth-weighted count, share)."""
-        return self._send(_Core.importance(name, decay))
+        were made on, depth-weighted count with ``decay`` per level of depth, share, the merit
+        they had when made and its share; with ``half_life`` in examples, the splits and merit
+        weighted by recency: docs/http-api.md)."""
+        return self._send(_Core.importance(name, decay, half_life))
 
     def predict_many(self, model: str, rows: Iterable[Mapping[str, Any]]) -> list[Prediction]:
         """Predict a batch."""
@@ -860,9 +865,10 @@ class AsyncChorusClient(_Base):
         """See :meth:`ChorusClient.predict`."""
         return await self._send(_Core.predict(model, features, explain))
 
-    async def importance(self, name: str, *, decay: float | None = None) -> dict[str, Any]:
+    async def importance(self, name: str, *, decay: float | None = None,
+                         half_life: float | None = None) -> dict[str, Any]:  # fmt: skip
         """See :meth:`ChorusClient.importance`."""
-        return await self._send(_Core.importance(name, decay))
+        return await self._send(_Core.importance(name, decay, half_life))
 
     async def predict_many(self, model: str, rows: Iterable[Mapping[str, Any]]) -> list[Prediction]:
         """See :meth:`ChorusClient.predict_many`."""

@@ -19,6 +19,7 @@ accuracy are river metrics.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -301,10 +302,10 @@ class LocalTarget:
     def server_metrics(self) -> dict[str, Any] | None:
         return None
 
-    def importance(self) -> dict[str, Any]:
+    def importance(self, half_life: float | None = None) -> dict[str, Any]:
         """The model's feature importance (``feature_importance``)."""
         try:
-            return self.model.feature_importance()
+            return self.model.feature_importance(half_life=half_life)
         except ValueError as exc:
             raise ReplayError(f"--importance: {exc}") from None
 
@@ -375,10 +376,10 @@ class CompareTarget:
     def leaderboard(self) -> dict[str, Any]:
         return self.lc.leaderboard()
 
-    def importance(self) -> dict[str, Any]:
+    def importance(self, half_life: float | None = None) -> dict[str, Any]:
         """The champion's feature importance (``feature_importance``)."""
         try:
-            return self.lc.h.model.feature_importance()
+            return self.lc.h.model.feature_importance(half_life=half_life)
         except ValueError as exc:
             raise ReplayError(f"--importance: {exc}") from None
 
@@ -479,9 +480,9 @@ class ServerTarget:
     def server_metrics(self) -> dict[str, Any] | None:
         return asdict(self.client.metrics(self.name))
 
-    def importance(self) -> dict[str, Any]:
+    def importance(self, half_life: float | None = None) -> dict[str, Any]:
         """The model's feature importance (``GET /models/{name}/importance``)."""
-        return self.client.importance(self.name)
+        return self.client.importance(self.name, half_life=half_life)
 
     def leaderboard(self) -> dict[str, Any] | None:
         return self.client.leaderboard(self.name) if self.compare else None
@@ -572,6 +573,7 @@ def run_replay(
     importance: bool = False,
     compare: list[dict[str, Any]] | None = None,
     promotion: dict[str, Any] | None = None,
+    half_life: float | None = None,
 ) -> ReplayReport:
     """Replay a file prequentially into a local model (``client=None``) or a server model.
 
@@ -626,6 +628,9 @@ def run_replay(
         report's scores are the served predictions' (the champion of the moment's).
     promotion
         With ``compare``: the auto-promotion policy (docs/http-api.md, *Challengers*).
+    half_life
+        With ``importance``: the half-life in examples of the importance's recency sums
+        (``feature_importance``; ``None``: none).
 
     Returns
     -------
@@ -640,6 +645,8 @@ def run_replay(
     """
     if batch < 1:
         raise ReplayError("--batch must be >= 1")
+    if half_life is not None and not (0.0 < half_life < math.inf):
+        raise ReplayError("--half-life must be a finite number of examples > 0")
     check_metric(metric)  # (before the file is scanned)
     if limit is not None and limit < 1:
         raise ReplayError("--limit must be >= 1")
@@ -728,7 +735,7 @@ def run_replay(
     _finish(report, board, runner)
     if importance and not report.error:
         try:
-            report.importance = runner.importance()
+            report.importance = runner.importance(half_life)
         except (ReplayError, ChorusError) as exc:
             report.error = str(exc)
     if save is not None and isinstance(runner, LocalTarget):

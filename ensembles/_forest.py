@@ -203,11 +203,13 @@ def forest_step(B, ipar, st, m, ex, sc):
         return
     pk, pv, hint = sc.pk, sc.pv, sc.hint
     fg = st.slots[FG, m]
-    tree_learn(B, B, fg, ex.xn, ex.xc, ex.y, k * w, ex.n_classes, sc.code_attr, pk, pv, hint)
+    tree_learn(B, B, fg, ex.xn, ex.xc, ex.y, k * w, ex.seq, ex.n_classes, sc.code_attr, pk, pv,
+               hint)  # fmt: skip
     bg = st.slots[BG, m]
     if bg >= 0:
         hint[bg, 0] = -1  # (never predicted)
-        tree_learn(B, B, bg, ex.xn, ex.xc, ex.y, k * w, ex.n_classes, sc.code_attr, pk, pv, hint)
+        tree_learn(B, B, bg, ex.xn, ex.xc, ex.y, k * w, ex.seq, ex.n_classes, sc.code_attr, pk,
+                   pv, hint)  # fmt: skip
     n = tree_proba(B, B, fg, ex.xn, ex.xc, ex.n_classes, sc.code_attr, pk, pv, hint)
     correct = argmax(pk, pv, n) == ex.y
     hint[fg, 0] = -1  # (computed after learning: not the next row's)

@@ -123,8 +123,8 @@ def bagging_step(B, m, lam, seed, ex, sc):
     lambda 6 for leveraging bagging)."""
     k = poisson(lam, seed, ex.seq, m)
     if k > 0:
-        tree_learn(B, B, m, ex.xn, ex.xc, ex.y, k * ex.w, ex.n_classes, sc.code_attr, sc.pk,
-                   sc.pv, sc.hint)  # fmt: skip
+        tree_learn(B, B, m, ex.xn, ex.xc, ex.y, k * ex.w, ex.seq, ex.n_classes, sc.code_attr,
+                   sc.pk, sc.pv, sc.hint)  # fmt: skip
     return k
 
 
@@ -275,8 +275,8 @@ def boosting_step(B, m, lams, lam, rule, seed, ex, sc):
     boosting's (``_adaptive``) call it."""
     k = poisson(lam, seed, ex.seq, m)
     if k > 0:
-        tree_learn(B, B, m, ex.xn, ex.xc, ex.y, float(k), ex.n_classes, sc.code_attr, sc.pk,
-                   sc.pv, sc.hint)  # fmt: skip
+        tree_learn(B, B, m, ex.xn, ex.xc, ex.y, float(k), ex.seq, ex.n_classes, sc.code_attr,
+                   sc.pk, sc.pv, sc.hint)  # fmt: skip
     correct = tree_best(B, B, m, ex.xn, ex.xc, ex.n_classes, sc.code_attr, sc.pk, sc.pv,
                         sc.hint) == ex.y  # fmt: skip
     return boost_step(lams, m, lam, correct, rule), correct
@@ -404,8 +404,9 @@ def boosting_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted,
 
 
 @nb.njit(cache=True)
-def member_learn(B, m, xn, xc, ys, ws, start, n_classes, code_attr, need):
-    """Learn weighted rows into member m only (batch fitting and priming)."""
+def member_learn(B, m, xn, xc, ys, ws, seq0, start, n_classes, code_attr, need):
+    """Learn weighted rows into member m only (batch fitting and priming); row r is example
+    number ``seq0 + r`` (the time its splits record)."""
     C = max(n_classes, 2)
     pk, pv, hint = member_buffers(B, C)
     for r in range(start, xn.shape[0]):
@@ -413,7 +414,8 @@ def member_learn(B, m, xn, xc, ys, ws, start, n_classes, code_attr, need):
             return r
         hint[m, 0] = -1  # a new example (tree_proba's hint)
         if ws[r] > 0.0:
-            tree_learn(B, B, m, xn[r], xc[r], ys[r], ws[r], n_classes, code_attr, pk, pv, hint)
+            tree_learn(B, B, m, xn[r], xc[r], ys[r], ws[r], seq0 + r, n_classes, code_attr, pk,
+                       pv, hint)  # fmt: skip
     return xn.shape[0]
 
 

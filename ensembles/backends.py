@@ -294,7 +294,8 @@ class CompiledBackend:
         return xn, xc, yc
 
     def member_fit(self, m: int, X, y, weights: np.ndarray, enc=None) -> None:
-        """Member m learns the block with per-row weights."""
+        """Member m learns the block with per-row weights; row r is example number
+        ``n_seen + r`` (priming counts the block after its members learned it)."""
         from ._kernels import member_learn
 
         xn, xc, yc = enc if enc is not None else self.encode_block(X, y)
@@ -303,8 +304,9 @@ class CompiledBackend:
         start = 0
         w = np.asarray(weights, dtype=np.float64)
         while True:
-            start = compiled(member_learn)(bank.view(), m, xn, xc, yc, w, start,
-                                           bank.schema.n_classes, bank.schema.code_attr_array, need)  # fmt: skip
+            start = compiled(member_learn)(bank.view(), m, xn, xc, yc, w, bank.n_seen, start,
+                                           bank.schema.n_classes, bank.schema.code_attr_array,
+                                           need)  # fmt: skip
             if start >= len(w):
                 break
             bank.grow_nodes(need)

@@ -266,10 +266,13 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         """
         return explain_one(self, x)
 
-    def feature_importance(self, *, decay: float | None = None) -> dict:
+    def feature_importance(self, *, decay: float | None = None,
+                           half_life: float | None = None) -> dict:  # fmt: skip
         """Per feature, the splits of the members' current trees on it: count, the weight
-        they were made on, depth-weighted count, share (``ensembles.explain.feature_importance``)."""
-        return feature_importance(self, decay=decay)
+        they were made on, depth-weighted count (``decay``: per level of depth), share, the
+        merit they had when made and its share, and with ``half_life`` (examples) the same
+        weighted by recency (``ensembles.explain.feature_importance``)."""
+        return feature_importance(self, decay=decay, half_life=half_life)
 
     def _vote_rule(self) -> VoteRule:
         """How the kernel combines the members' probabilities (``ensembles.explain``): here

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from learners import NativeLearner
-from learners.compiled import member_path, member_splits, tree_proba
+from learners.compiled import Split, member_path, member_splits, merit_criterion, tree_proba
 from learners.jit import kernel
 
 
@@ -325,18 +325,35 @@ def _softmax_vote(meta: dict, members: list[dict], classes: list) -> dict:
 
 
 # ------------------------------------------------------------------------------ importance
-def feature_importance(model: Any, *, decay: float | None = None) -> dict:
-    """Per feature, over the members' current trees: ``splits`` (split nodes on it),
-    ``weight`` (the class weight those nodes held when they split: the examples each split was
-    made on), ``depth_weighted`` (each split counted ``2**-depth``: the root's 1, its
-    children's 1/2, ...) and ``share`` (its part of all splits' weight). A tree replaced after
-    a drift takes its splits with it, so the counts follow the model as it is. ``decay`` (in
-    (0, 1]) weights member trees' splits by ``decay**depth`` instead of ``2**-depth``.
+def feature_importance(model: Any, *, decay: float | None = None,
+                       half_life: float | None = None) -> dict:  # fmt: skip
+    """Per feature, over the members' current trees (module doc; docs/engine-api.md, "Feature
+    importance"):
 
-    The merit (information gain) each split had when it was made is not kept by the trees
-    (docs/engine-api.md, "Feature importance"): the weights here are what the trees hold."""
-    if decay is not None and not (isinstance(decay, int | float) and 0.0 < decay <= 1.0):
-        raise ValueError(f"decay must be a number in (0, 1], got {decay!r}")
+    * ``splits`` (split nodes on it), ``weight`` (the class weight those nodes held when they
+      split: the examples each split was made on), ``depth_weighted`` (each split counted
+      ``2**-depth``, or ``decay**depth``: ``decay`` in (0, 1] is a weight per level of *depth*,
+      not of time) and ``share`` (its part of all splits' weight);
+    * ``merit`` (the merits its splits had when they were made, summed: the gain the Hoeffding
+      test chose each with, information gain in bits or Gini gain, ``criterion``),
+      ``merit_share`` (its part of all splits' merit) and ``merit_unknown`` (its splits of
+      unknown merit: made before merits were kept, in a state saved then; they count in
+      ``splits`` and ``weight``, not in ``merit``);
+    * with ``half_life`` (examples, > 0), recency: a split made ``h`` examples ago (``h`` the
+      model's example count now minus then) weighs ``0.5 ** (h / half_life)``;
+      ``recent_splits`` and ``recent_merit`` are the weighted sums of its splits and of their
+      merits, ``recent_share`` its part of all recent merit (splits of unknown time weigh 0;
+      without ``half_life`` the three are ``None``).
+
+    A tree replaced after a drift takes its splits with it, so the counts follow the model as
+    it is; a forest's background trees count once they replace their foreground tree (with the
+    merits and times of when they split). Members are summed alike, whatever their vote
+    weight."""
+    if decay is not None and not (_number(decay) and 0.0 < decay <= 1.0):
+        raise ValueError(f"decay must be a number in (0, 1] (a weight per level of depth), "
+                         f"got {decay!r}")  # fmt: skip
+    if half_life is not None and not (_number(half_life) and 0.0 < half_life < math.inf):
+        raise ValueError(f"half_life must be a finite number of examples > 0, got {half_life!r}")
     be = model._settled()
     if not be.native:
         raise NotExplainable("feature importance needs native trees (hoeffding_tree, "
@@ -345,22 +362,65 @@ def feature_importance(model: Any, *, decay: float | None = None) -> dict:
     bank = be.bank
     bank.sync()
     trees = model._member_trees()
+    now = int(model.n_seen)
     base = 0.5 if decay is None else float(decay)
     stats: dict[str, dict[str, Any]] = {}
     for t in trees:
-        for name, kind, depth, weight in member_splits(bank, t):
-            d = stats.setdefault(name, {"kind": kind, "splits": 0, "weight": 0.0,
-                                        "depth_weighted": 0.0})  # fmt: skip
-            d["splits"] += 1
-            d["weight"] += weight
-            d["depth_weighted"] += base**depth
-    total = sum(d["weight"] for d in stats.values())
-    for d in stats.values():
-        d["share"] = d["weight"] / total if total > 0 else 0.0
+        for split in member_splits(bank, t):
+            d = stats.get(split.feature)
+            if d is None:
+                d = stats[split.feature] = _feature_stats(split.kind, half_life is not None)
+            _add_split(d, split, base, now, half_life)
+    _add_shares(stats)
     ranked = dict(sorted(stats.items(), key=lambda kv: (-kv[1]["weight"], kv[0])))
     return {"members": len(trees), "features": ranked,
             "splits": sum(d["splits"] for d in stats.values()),
-            "merit": None}  # fmt: skip
+            "merit": math.fsum(d["merit"] for d in stats.values()),
+            "merit_unknown": sum(d["merit_unknown"] for d in stats.values()),
+            "criterion": merit_criterion(bank), "examples": now,
+            "half_life": None if half_life is None else float(half_life)}  # fmt: skip
+
+
+def _number(v: Any) -> bool:
+    """A real number (not a bool, not NaN)."""
+    return isinstance(v, int | float) and not isinstance(v, bool) and not math.isnan(v)
+
+
+def _feature_stats(kind: str, recent: bool) -> dict[str, Any]:
+    """A feature's sums before its first split (``feature_importance``)."""
+    zero = 0.0 if recent else None
+    return {"kind": kind, "splits": 0, "weight": 0.0, "depth_weighted": 0.0, "merit": 0.0,
+            "merit_unknown": 0, "recent_splits": zero, "recent_merit": zero}  # fmt: skip
+
+
+def _add_split(d: dict[str, Any], split: Split, base: float, now: int,
+               half_life: float | None) -> None:  # fmt: skip
+    """Count one split in its feature's sums ``d``: ``base**depth`` its depth weight; with
+    ``half_life``, ``0.5 ** ((now - split.seen) / half_life)`` its recency (0 when its time is
+    unknown; a time past ``now``, which only a state put together by hand has, reads as now)."""
+    d["splits"] += 1
+    d["weight"] += split.weight
+    d["depth_weighted"] += base**split.depth
+    if split.merit is None:
+        d["merit_unknown"] += 1
+    else:
+        d["merit"] += split.merit
+    if half_life is None or split.seen is None:
+        return
+    recency = 0.5 ** (max(now - split.seen, 0) / half_life)
+    d["recent_splits"] += recency
+    if split.merit is not None:
+        d["recent_merit"] += split.merit * recency
+
+
+def _add_shares(stats: dict[str, dict[str, Any]]) -> None:
+    """Each feature's part of all features' weight, merit and recent merit (0 when that
+    total is 0; ``recent_share`` ``None`` without a half-life)."""
+    for key, share in (("weight", "share"), ("merit", "merit_share"),
+                       ("recent_merit", "recent_share")):  # fmt: skip
+        total = math.fsum(d[key] for d in stats.values() if d[key] is not None)
+        for d in stats.values():
+            d[share] = None if d[key] is None else (d[key] / total if total > 0 else 0.0)
 
 
 def is_native(model: Any) -> bool:

@@ -32,8 +32,9 @@ that an ensemble runs all its members inside *one* compiled kernel (ARCHITECTURE
   (:func:`io_run_of`), per example and in batches; unregistered kernels are called as before.
 - :func:`member_path` (an example's walk from the root of tree m to its leaf, read in Python:
   each split's test and branch, the leaf's class weights and predictor) and
-  :func:`member_splits` (tree m's split nodes: feature, depth, weight at the split), for
-  explanations and feature importance; no kernel.
+  :func:`member_splits` (tree m's split nodes: feature, depth, weight at the split, and the
+  merit and the model's example count recorded when it split; :func:`merit_criterion` says
+  what the merits measure), for explanations and feature importance; no kernel.
 - ``STATE_FORMAT`` / ``STATE_VERSION`` / ``READABLE_VERSIONS`` version the ``to_state`` header;
   ``KERNEL_SOURCES`` are the files whose code compiled callers inline (their numba caches depend
   on them).
@@ -69,7 +70,7 @@ from .native import (
 from .tree import KERNEL_FILES
 from .tree.bank import TreeBank
 from .tree.calls import io_run_of, register_io_run
-from .tree.explain import member_path, member_splits
+from .tree.explain import Split, member_path, member_splits, merit_criterion
 from .tree.layout import TreeParams
 from .tree.learn import tree_learn
 from .tree.predict import argmax as best_class
@@ -128,6 +129,8 @@ __all__ = [
     "make_run_io",
     "member_path",
     "member_splits",
+    "merit_criterion",
+    "Split",
     "io_run_of",
     "register_io_run",
     "sparse_buffers",

@@ -86,13 +86,14 @@ def test_importance_200_404_422(client):
     r = client.get("/models/m/importance")
     assert r.status_code == 200, r.text
     imp = r.json()
-    assert imp["splits"] > 0 and imp["members"] == 3 and imp["merit"] is None
+    assert imp["splits"] > 0 and imp["members"] == 3
+    assert imp["merit"] > 0 and imp["merit_unknown"] == 0 and imp["criterion"] == "info_gain"
     assert set(imp["features"]) <= {"x", "color"}
     top = next(iter(imp["features"]))
-    assert (
-        f'chorus_model_feature_importance{{feature="{top}",model="m"}}'
-        in client.get("/metrics").text
-    )
+    by_merit = max(imp["features"], key=lambda f: imp["features"][f]["merit"])
+    metrics = client.get("/metrics").text
+    assert f'chorus_model_feature_importance{{feature="{top}",model="m"}}' in metrics
+    assert f'chorus_model_feature_merit_share{{feature="{by_merit}",model="m"}}' in metrics
     assert client.get("/models/nope/importance").status_code == 404
     r = client.get("/models/m/importance", params={"decay": 0})
     assert r.status_code == 422 and "decay" in r.text
@@ -101,6 +102,25 @@ def test_importance_200_404_422(client):
     _learn(client, 3, "mlp")
     r = client.get("/models/mlp/importance")
     assert r.status_code == 422 and r.json()["detail"].startswith("model:")
+
+
+def test_importance_half_life_200_and_422(client):
+    client.post("/models", json=SPEC)
+    _learn(client)
+    r = client.get("/models/m/importance", params={"half_life": 50})
+    assert r.status_code == 200, r.text
+    imp = r.json()
+    assert imp["half_life"] == 50.0 and imp["examples"] == 120
+    d = next(iter(imp["features"].values()))
+    assert 0.0 < d["recent_splits"] <= d["splits"] and d["recent_share"] is not None
+    assert client.get("/models/m/importance").json()["half_life"] is None
+    both = client.get("/models/m/importance", params={"half_life": 50, "decay": 0.5})
+    assert both.status_code == 200, both.text
+    for bad in ("0", "-3", "nan", "inf", "soon", ""):
+        r = client.get("/models/m/importance", params={"half_life": bad})
+        assert r.status_code == 422 and "half_life" in r.text, (bad, r.text)
+    r = client.get("/models/m/importance", params={"decay": "1.5", "half_life": "10"})
+    assert r.status_code == 422 and "decay" in r.text
 
 
 def test_client_explain_and_importance(client):
@@ -120,8 +140,12 @@ def test_client_explain_and_importance(client):
         imp = c.importance("m")
         assert imp["splits"] > 0
         assert c.importance("m", decay=0.5)["features"]
+        recent = c.importance("m", half_life=30.0)
+        assert recent["half_life"] == 30.0 and recent["merit"] == imp["merit"]
         with pytest.raises(ValidationFailed):
             c.importance("m", decay=2.0)
+        with pytest.raises(ValidationFailed):
+            c.importance("m", half_life=-1.0)
 
 
 def test_replay_importance_prints_the_top_features(tmp_path):
@@ -139,8 +163,15 @@ def test_replay_importance_prints_the_top_features(tmp_path):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "top features" in result.output and "x" in result.output
-    result = CliRunner().invoke(app, [*args, "--json"])
-    assert json.loads(result.output)["importance"]["features"]["x"]["splits"] >= 1
+    assert "merit" in result.output
+    result = CliRunner().invoke(app, [*args, "--json", "--half-life", "200"])
+    imp = json.loads(result.output)["importance"]
+    assert imp["features"]["x"]["splits"] >= 1 and imp["features"]["x"]["merit"] > 0
+    assert imp["half_life"] == 200.0 and imp["features"]["x"]["recent_merit"] > 0
+    result = CliRunner().invoke(app, [*args, "--half-life", "200"])
+    assert result.exit_code == 0 and "top features" in result.output, result.output
+    result = CliRunner().invoke(app, [*args, "--half-life", "0"])
+    assert result.exit_code != 0 and "--half-life" in result.output
 
 
 def test_calendar_because_line(client):

@@ -183,8 +183,8 @@ def test_the_shared_branch_is_not_a_learning_route() -> None:
                 hint[0, 0] = -1
             node = learners_tree.sort_to_leaf(B, B, 0, xn[0], xc, 4, False)[0]
             taken += int(B.kind[0, node] == LEAF and B.branch[0, node] == OTHER_BRANCH)
-            learners_tree.tree_learn(B, B, 0, xn[0], xc, y, w, 4, bank.schema.code_attr_array,
-                                     pk, pv, hint)  # fmt: skip
+            learners_tree.tree_learn(B, B, 0, xn[0], xc, y, w, bank.n_seen, 4,
+                                     bank.schema.code_attr_array, pk, pv, hint)  # fmt: skip
         states.append((B.kind.copy(), B.branch.copy(), B.n_nodes.copy(), B.wv.copy()))
         assert taken > 0, "the shared branch was never predicted from: checks nothing"
     assert all(same(a, b) for a, b in zip(*states, strict=True))
@@ -252,7 +252,7 @@ def _replay(examples, hinted: bool) -> tuple[list, tuple]:
             if not hinted:
                 hint[0, 0] = -1
             if call == "learn" and lt.has_room(B, B, 16):
-                lt.tree_learn(B, B, 0, xn[0], xc[0], y, 1.0, max(n, y + 1), code_attr, pk, pv,
+                lt.tree_learn(B, B, 0, xn[0], xc[0], y, 1.0, i, max(n, y + 1), code_attr, pk, pv,
                               hint)  # fmt: skip
             elif call == "proba":
                 k = lt.tree_proba(B, B, 0, xn[0], xc[0], n, code_attr, pk, pv, hint)

@@ -389,17 +389,20 @@ class Registry:
         (result,) = await self.reader.predict(name, [x], params, None, explain=explain)
         return result
 
-    async def importance(self, name: str, decay: float | None = None) -> dict[str, Any]:
+    async def importance(self, name: str, decay: float | None = None,
+                         half_life: float | None = None) -> dict[str, Any]:  # fmt: skip
         """The caught-up model's feature importance (``feature_importance``): 422 naming
-        ``model`` when its members are not native trees."""
+        ``model`` when its members are not native trees, ``decay`` / ``half_life`` for a bad
+        value of either."""
         self._check_ready()
         h = await self.reader.fresh(name)
 
         def run() -> dict[str, Any]:
             try:
-                return h.model.feature_importance(decay=decay)
+                return h.model.feature_importance(decay=decay, half_life=half_life)
             except ValueError as exc:
-                field = "decay" if "decay" in str(exc) else "model"
+                text = str(exc)
+                field = next((f for f in ("half_life", "decay") if text.startswith(f)), "model")
                 raise InvalidInput(f"{field}: {exc}") from exc
 
         return await off_loop(h, WHOLE_MODEL, run)

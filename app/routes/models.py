@@ -106,12 +106,27 @@ async def model_importance(
     reg: RegistryDep,
     decay: Annotated[
         float | None,
-        Query(gt=0.0, le=1.0, description="Weight of a split at depth d: decay**d (default 2**-d)"),
+        Query(
+            gt=0.0,
+            le=1.0,
+            description="Weight of a split at depth d: decay**d (default "
+            "2**-d); a weight per level of depth, not of time (see half_life)",
+        ),
+    ] = None,
+    half_life: Annotated[
+        float | None,
+        Query(
+            gt=0.0,
+            allow_inf_nan=False,
+            description="Recency: a split made h examples ago "
+            "weighs 0.5**(h / half_life) in recent_splits, recent_merit, recent_share",
+        ),
     ] = None,
 ) -> Response:
     """Per feature, the splits of the members' current trees on it: count, the class weight
-    they were made on, depth-weighted count and share (docs/http-api.md)."""
-    return json_response(await reg.importance(name, decay))
+    they were made on, depth-weighted count, share, the merit they had when made and its
+    share, and with ``half_life`` the same weighted by recency (docs/http-api.md)."""
+    return json_response(await reg.importance(name, decay, half_life))
 
 
 CandidatePath = Annotated[

@@ -111,9 +111,15 @@ class ModelCollector:
             f"{TOP_FEATURES} features)",
             labels=["model", "feature"],
         )
+        merit = GaugeMetricFamily(
+            "chorus_model_feature_merit_share",
+            f"Share of the merit (information gain or Gini gain when made) of the members' tree "
+            f"splits on the feature (the top {TOP_FEATURES} features by merit)",
+            labels=["model", "feature"],
+        )
         for name, n_learned, rep, since_snapshot, model in self.registry.gauges():
             _adaptive_metrics(name, model, drifts, diversity)
-            _importance_metrics(name, model, importance)
+            _importance_metrics(name, model, importance, merit)
             learned.add_metric([name], float(n_learned))
             if rep["accuracy"] is not None:
                 acc.add_metric([name], rep["accuracy"])
@@ -123,7 +129,8 @@ class ModelCollector:
                 balanced.add_metric([name], rep["balanced_accuracy"])
                 gmean.add_metric([name], rep["g_mean"])
             lag.add_metric([name], float(since_snapshot))
-        yield from (learned, acc, wacc, balanced, gmean, lag, drifts, diversity, importance)
+        yield from (learned, acc, wacc, balanced, gmean, lag, drifts, diversity, importance,
+                    merit)  # fmt: skip
         yield from _candidate_metrics(self.registry)
         mem = self.registry.memory()
         yield GaugeMetricFamily("chorus_models_loaded", "Models held in memory", mem["loaded"])
@@ -141,9 +148,10 @@ class ModelCollector:
 TOP_FEATURES = 20  # features per model in chorus_model_feature_importance (bounded labels)
 
 
-def _importance_metrics(name: str, model: Any, importance: Any) -> None:
-    """The top features' share of the model's split weight (issue 41); nothing for a model
-    whose members are not native trees, or one a worker thread runs on (``None``)."""
+def _importance_metrics(name: str, model: Any, importance: Any, merit: Any) -> None:
+    """The top features' share of the model's split weight and, by merit, their share of its
+    splits' merit (issue 41); nothing for a model whose members are not native trees, or one a
+    worker thread runs on (``None``)."""
     if model is None:
         return
     try:
@@ -152,6 +160,10 @@ def _importance_metrics(name: str, model: Any, importance: Any) -> None:
         return
     for feature, d in list(features.items())[:TOP_FEATURES]:
         importance.add_metric([name, feature], d["share"])
+    by_merit = sorted(features.items(), key=lambda kv: (-kv[1]["merit"], kv[0]))
+    for feature, d in by_merit[:TOP_FEATURES]:
+        if d["merit"] > 0.0:
+            merit.add_metric([name, feature], d["merit_share"])
 
 
 def _candidate_metrics(registry: Registry) -> list[Any]:

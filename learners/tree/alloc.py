@@ -31,7 +31,7 @@ from .structs import interpreted_bank, make_bank, pools
 # the axis of every saved array that is a capacity, and the pool it counts
 AXES = {
     **{name: "N" for name in ("kind", "attr", "thr", "slot", "child", "sibling", "branch",
-                              "depth", "d_at", "d_len")},
+                              "depth", "d_at", "d_len", "merit", "split_seen")},
     **{name: "L" for name in ("last", "mc_ok", "nb_ok", "f_head", "f_tail", "f_pend", "o_head",
                               "o_tail", "o_pend", "free")},
     **{name: "F" for name in ("fw_at", "fw_len", "nvals", "f_attr", "f_next", "v_head",
@@ -77,7 +77,7 @@ def alloc(M: int, cap: Capacity) -> TreeState:
     return TreeState(
         kind=zeros(N), attr=links(N), thr=np.zeros((M, N)), slot=links(N),
         child=links(N), sibling=links(N), branch=zeros(N), depth=zeros(N), d_at=links(N),
-        d_len=zeros(N), n_nodes=np.zeros(M, i64),
+        d_len=zeros(N), merit=np.zeros((M, N)), split_seen=links(N), n_nodes=np.zeros(M, i64),
         last=np.zeros((M, L)), mc_ok=np.zeros((M, L)), nb_ok=np.zeros((M, L)),
         f_head=links(L), f_tail=links(L), f_pend=links(L), o_head=links(L), o_tail=links(L),
         o_pend=links(L), free=zeros(L), n_free=np.zeros(M, i64), n_slots=np.zeros(M, i64),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .alloc import AXES, VALUES_PER_ENTRY
-from .layout import CATEGORICAL_SPLIT, LEAF, NUMERIC_SPLIT, W
+from .layout import CATEGORICAL_SPLIT, LEAF, NO_SPLIT_SEEN, NUMERIC_SPLIT, UNKNOWN_MERIT, W
 
 # what the index fields of a saved state point at: rows of the group of ``AXES`` (-1: none)
 POINTS_AT = {"child": "N", "sibling": "N", "slot": "L", "free": "L", "f_head": "F", "f_tail": "F",
@@ -55,6 +55,7 @@ def check_bounds(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_cat
     rows = _check_shapes(parts, prefix)
     _check_pointers(parts, rows, prefix)
     _check_features(parts, n_classes, n_num, n_cat, prefix)
+    _check_split_record(parts, prefix)
     _check_walks(parts, prefix)
 
 
@@ -136,6 +137,28 @@ def _check_features(parts: dict[str, np.ndarray], n_classes: int, n_num: int, n_
             and (_in_use(parts, name) & ((parts[name] < 0) | (parts[name] >= width))).any()
         ):
             _refuse(prefix, name, f"a feature id outside 0..{width - 1}")
+
+
+def _check_split_record(parts: dict[str, np.ndarray], prefix: str) -> None:
+    """Each live node's ``merit`` and ``split_seen`` as learning writes them (``rows.new_leaf``,
+    ``learn.attempt_split``): a leaf's 0.0 and ``NO_SPLIT_SEEN``; a split's merit finite and
+    >= 0, or ``UNKNOWN_MERIT`` (a migrated state), its time >= ``NO_SPLIT_SEEN``. Kernels do
+    not read them, but feature importance sums them (a NaN or an infinity would make every
+    feature's merit one, and its JSON answer invalid)."""
+    if "merit" not in parts or "split_seen" not in parts:
+        return
+    live = _in_use(parts, "kind")
+    leaf = parts["kind"] == LEAF
+    merit, seen = parts["merit"], parts["split_seen"]
+    known = np.isfinite(merit) & (merit >= 0.0)
+    bad = np.where(leaf, merit != 0.0, ~(known | (merit == UNKNOWN_MERIT)))
+    if (bad & live).any():
+        _refuse(prefix, "merit", "a split's merit not finite and >= 0 (or unknown, "
+                f"{UNKNOWN_MERIT}), or a leaf's not 0")  # fmt: skip
+    bad = np.where(leaf, seen != NO_SPLIT_SEEN, seen < NO_SPLIT_SEEN)
+    if (bad & live).any():
+        _refuse(prefix, "split_seen", f"a split's time below {NO_SPLIT_SEEN}, or a leaf's not "
+                f"{NO_SPLIT_SEEN}")  # fmt: skip
 
 
 def _check_walks(parts: dict[str, np.ndarray], prefix: str) -> None:

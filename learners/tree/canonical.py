@@ -147,6 +147,8 @@ def _copy_tree(T, C, m, maps, orders, counts):
         C.sibling[m, n] = T.sibling[m, n]
         C.branch[m, n] = T.branch[m, n]
         C.depth[m, n] = T.depth[m, n]
+        C.merit[m, n] = T.merit[m, n]
+        C.split_seen[m, n] = T.split_seen[m, n]
         pos = _move_block(T.wc, T.wv, 1, T.d_at, T.d_len, m, n, C.wc, C.wv, C.d_at, C.d_len,
                           n, pos)  # fmt: skip
     for i in range(counts[m, COUNT_SLOTS]):

@@ -10,9 +10,10 @@ a plain prediction nothing at all; a decision stump's split is its own kernel's,
   which predictor it uses (``predict.leaf_proba``: majority class, naive Bayes, naive Bayes
   adaptive's choice, or a decision stump's split, ``"stump"``: its feature, test and the
   example's side).
-* :func:`member_splits`: the split nodes of a member's tree (feature, depth, and the class
-  weight the node held when it split: a split node learns no more, so its weights are those of
-  the moment it split).
+* :func:`member_splits`: the split nodes of a member's tree (feature, depth, the class weight
+  the node held when it split: a split node learns no more, so its weights are those of the
+  moment it split; and what the node recorded when it split, its merit and the model's example
+  count then, ``learn.attempt_split``).
 
 The member's probabilities themselves come from ``tree_proba`` (the kernel that predicts), so an
 explanation's numbers are the prediction's; what is read here is only *why*.
@@ -21,7 +22,7 @@ explanation's numbers are the prediction's; what is read here is only *why*.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -29,6 +30,8 @@ from learners.jit import kernel
 
 from .layout import (
     CATEGORICAL_SPLIT,
+    CRIT_GINI,
+    CRIT_INFO_GAIN,
     LEAF,
     NUMERIC_SPLIT,
     OTHER_BRANCH,
@@ -36,6 +39,7 @@ from .layout import (
     PRED_NB,
     PRED_NBA,
     PRED_STUMP,
+    UNKNOWN_MERIT,
 )
 from .predict import stump_split
 
@@ -213,10 +217,30 @@ def _stump(bank: Any, m: int, node: int, xn: np.ndarray, xc: np.ndarray, n_class
     return {"feature": None, "why": "no split is better than none: the class distribution"}
 
 
-def member_splits(bank: Any, m: int) -> list[tuple[str, str, int, float]]:
-    """Tree ``m``'s splits: ``(feature, kind, depth, weight at the split)``, kind ``"numeric"``
-    or ``"categorical"``, in node order. (The weights are summed with numpy, ~100x faster than
-    node by node for a large tree, to within rounding: this is for importance, not for an exact prediction.)"""
+# what a split's merit measures (``TreeParams.criterion``): information gain in bits, or Gini gain
+CRITERIA = {CRIT_INFO_GAIN: "info_gain", CRIT_GINI: "gini"}
+
+
+def merit_criterion(bank: Any) -> str:
+    """What the merits of ``bank``'s splits measure: ``"info_gain"`` (bits) or ``"gini"``."""
+    return CRITERIA[int(bank.params.criterion)]
+
+
+class Split(NamedTuple):
+    """A split node of a member's tree, as :func:`member_splits` reads it."""
+
+    feature: str
+    kind: str  # "numeric" or "categorical"
+    depth: int
+    weight: float  # the class weight the node held when it split
+    merit: float | None  # its merit when it split (None: unknown, a state saved before merits)
+    seen: int | None  # the model's example count when it split (None: unknown)
+
+
+def member_splits(bank: Any, m: int) -> list[Split]:
+    """Tree ``m``'s splits (``Split``), in node order. (The weights are summed with numpy, ~100x
+    faster than node by node for a large tree, to within rounding: this is for importance, not
+    for an exact prediction.)"""
     T, schema = bank.T, bank.schema
     n = int(T.n_nodes[m])
     kinds = T.kind[m, :n]
@@ -229,9 +253,12 @@ def member_splits(bank: Any, m: int) -> list[tuple[str, str, int, float]]:
     weights = np.where(ln > 0, run[at + ln] - run[at], 0.0).tolist()
     names = (schema.num_names, schema.cat_names)
     out = []
-    for kind, attr, depth, w in zip(kinds[nodes].tolist(), T.attr[m, nodes].tolist(),
-                                    T.depth[m, nodes].tolist(), weights, strict=True):  # fmt: skip
+    for kind, attr, depth, w, merit, seen in zip(
+        kinds[nodes].tolist(), T.attr[m, nodes].tolist(), T.depth[m, nodes].tolist(), weights,
+        T.merit[m, nodes].tolist(), T.split_seen[m, nodes].tolist(), strict=True,
+    ):  # fmt: skip
         numeric = kind == NUMERIC_SPLIT
-        out.append((names[0 if numeric else 1][attr], "numeric" if numeric else "categorical",
-                    depth, w))  # fmt: skip
+        out.append(Split(names[0 if numeric else 1][attr], "numeric" if numeric else "categorical",
+                         depth, w, None if merit == UNKNOWN_MERIT else merit,
+                         None if seen < 0 else seen))  # fmt: skip
     return out

@@ -24,7 +24,13 @@ it — never a block over the global vocabulary or over all classes.
   split's threshold; in a tree with random feature subspaces a leaf's or categorical split's
   subspace key and cut, :mod:`learners.tree.subspace`, else 0), slot (leaf
   statistics slot or -1), child (first child), sibling (next sibling), branch (0/1 for numeric
-  splits, the category code for categorical ones), depth; class weights in ``d_at``/``d_len``.
+  splits, the category code for categorical ones), depth; class weights in ``d_at``/``d_len``;
+  a split's ``merit`` (the split criterion's gain the Hoeffding test chose it with, see
+  ``learn.attempt_split``; 0.0 at a leaf, ``UNKNOWN_MERIT`` for a split of a state saved before
+  merits were kept) and ``split_seen`` (the model's example count when it split: the example
+  number ``seq`` of the example whose learning split it, + 1; ``NO_SPLIT_SEEN`` at a leaf and
+  for a split of unknown time). Learning writes these two and never reads them (feature
+  importance does, ``learners.tree.explain``).
 * leaf slots ``[M, L]``: ``last`` weight at the last split attempt, ``mc_ok``/``nb_ok`` correct
   weight of the two leaf predictors, and the heads of two lists: the leaf's categorical features
   (``f_head``) and its numeric observers (``o_head``).
@@ -102,8 +108,11 @@ DIRECT = 32  # features (of each kind) whose rows a leaf finds through f_of / o_
 PRODUCT_FOLD = 1e-250  # nb_proba takes the log of a product of quotients before it gets smaller
 VAR_FOLD = 1e-150  # and the log of a product of variances before it leaves [1e-150, 1e150]
 WSUM_SLACK = 1e-6  # relative error bound of the running leaf totals ``wsum`` (see tree_learn)
+UNKNOWN_MERIT = -1.0  # ``merit`` of a split made before merits were kept (a migrated state)
+NO_SPLIT_SEEN = -1  # ``split_seen`` of a leaf, or of a split whose time is not known
 NODE_FIELDS = ("kind", "attr", "thr", "slot", "child", "sibling", "branch", "depth", "d_at",
-               "d_len", "n_nodes")  # fmt: skip
+               "d_len", "merit", "split_seen", "n_nodes")  # fmt: skip
+SPLIT_RECORD = ("merit", "split_seen")  # node arrays a state saved before them does not have
 SLOT_FIELDS = ("last", "mc_ok", "nb_ok", "f_head", "f_tail", "f_pend", "o_head", "o_tail",
                "o_pend", "free", "n_free", "n_slots")  # fmt: skip
 FEATURE_FIELDS = ("fw_at", "fw_len", "nvals", "f_attr", "f_next", "v_head", "v_tail", "v_pend",
@@ -139,6 +148,8 @@ class TreeState(NamedTuple):
     depth: np.ndarray
     d_at: np.ndarray
     d_len: np.ndarray
+    merit: np.ndarray
+    split_seen: np.ndarray
     n_nodes: np.ndarray
     last: np.ndarray
     mc_ok: np.ndarray

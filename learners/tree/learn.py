@@ -47,7 +47,14 @@ from .subspace import MODE_ALL, child_thr
 
 
 @nb.njit(cache=True)
-def attempt_split(T, P, m, node, n_classes, code_attr):
+def attempt_split(T, P, m, node, n_classes, code_attr, seq):
+    """Split leaf ``node`` of member m when the Hoeffding bound says that its best split beats
+    the second best (or the null split) for good, or that the two tie (``tau``): Domingos &
+    Hulten (2000), as MOA's HoeffdingTree. A split node keeps ``merit``, the best split's merit
+    as ``statistics.best_splits`` computed it for this test (information gain in bits, or Gini
+    gain: the leaf's impurity minus its branches' weighted mean impurity, from the leaf's
+    statistics now), and ``split_seen``, the model's example count now (``seq``, the number of
+    the example being learned, + 1)."""
     da, dn = weights_below(T, T.d_at, T.d_len, m, node, n_classes)
     if dn < 2:  # entries have weight > 0: fewer than two classes
         return
@@ -110,6 +117,8 @@ def attempt_split(T, P, m, node, n_classes, code_attr):
             T.wsum[m, T.slot[m, c]] = block_sum(T.wv, m, T.d_at[m, c], T.d_len[m, c])
     T.kind[m, node] = bkind
     T.attr[m, node] = battr
+    T.merit[m, node] = best
+    T.split_seen[m, node] = seq + 1
     # a categorical split keeps its subspace key: its children made later (routing) draw from it
     T.thr[m, node] = key if bkind == CATEGORICAL_SPLIT and P.subspace_mode != MODE_ALL else bthr
     release_slot(T, m, s)
@@ -129,8 +138,10 @@ def has_class(T, m, node, y):
 
 
 @nb.njit(cache=True)
-def tree_learn(T, P, m, xn, xc, y, w, n_classes, code_attr, pk, pv, hint):
-    """Learn one example with weight w (> 0) in member m.
+def tree_learn(T, P, m, xn, xc, y, w, seq, n_classes, code_attr, pk, pv, hint):
+    """Learn one example with weight w (> 0) in member m; ``seq`` is its example number (the
+    model's count of examples learned before it: what a split it causes records as its time,
+    ``attempt_split``).
 
     ``hint[m]`` (see ``tree_proba``): the leaf and naive-Bayes argmax of this example in member
     m's current state, used instead of recomputing them; afterwards it holds the leaf (learning
@@ -167,7 +178,7 @@ def tree_learn(T, P, m, xn, xc, y, w, n_classes, code_attr, pk, pv, hint):
     tot = node_weight(T, m, node, n_classes)
     if tot - T.last[m, s] >= P.grace_period:
         T.last[m, s] = tot
-        attempt_split(T, P, m, node, n_classes, code_attr)
+        attempt_split(T, P, m, node, n_classes, code_attr, seq)
         if T.kind[m, node] != LEAF:
             hint[m, HINT_LEAF] = -1  # split: the example goes on to a child
 

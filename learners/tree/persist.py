@@ -26,7 +26,18 @@ from .canonical import (
     canonical,
 )
 from .checks import OUT_MEMBER, OUT_PROBLEM, OUT_ROW, STRUCTURE_PROBLEMS, check_structure
-from .layout import INDEX_FIELDS, NUM_STATS, POOL_FIELDS, STATE_FIELDS, TreeParams, TreeState
+from .layout import (
+    INDEX_FIELDS,
+    LEAF,
+    NO_SPLIT_SEEN,
+    NUM_STATS,
+    POOL_FIELDS,
+    SPLIT_RECORD,
+    STATE_FIELDS,
+    UNKNOWN_MERIT,
+    TreeParams,
+    TreeState,
+)
 from .rows import add_feature as add_feature_
 from .rows import add_observer as add_observer_
 from .rows import add_value as add_value_
@@ -52,8 +63,8 @@ class TreeBank(Protocol):
 
 
 # the integer arrays a saved state stores as int32 when their values fit (version 4)
-NARROW = tuple(name for name in STATE_FIELDS if name not in ("thr", "last", "mc_ok", "nb_ok",
-                                                              "wv", "gv"))  # fmt: skip
+NARROW = tuple(name for name in STATE_FIELDS if name not in ("thr", "merit", "last", "mc_ok",
+                                                              "nb_ok", "wv", "gv"))  # fmt: skip
 I32 = np.iinfo(np.int32)
 
 # the arrays of a version-1 state, in its order (dense leaf blocks "cat", "catw", "nvals", "num")
@@ -66,8 +77,8 @@ V1_INT_FIELDS = ("kind", "attr", "slot", "child", "sibling", "branch", "depth", 
 # a version-2 state: the version-3 arrays but for the class blocks, dense over all classes
 V2_DENSE = ("dist", "catw", "cat", "num")
 V2_FIELDS = tuple(name for name in STATE_FIELDS if name not in POOL_FIELDS and not name.endswith(
-    ("_at", "_len")) and name != "o_fresh") + V2_DENSE  # fmt: skip
-FLOAT_FIELDS = ("thr", "last", "mc_ok", "nb_ok", "wv", "gv", *V2_DENSE)
+    ("_at", "_len")) and name not in ("o_fresh", *SPLIT_RECORD)) + V2_DENSE  # fmt: skip
+FLOAT_FIELDS = ("thr", "merit", "last", "mc_ok", "nb_ok", "wv", "gv", *V2_DENSE)
 
 
 def canonical_state(bank: TreeBank) -> TreeState:
@@ -121,7 +132,13 @@ def load_arrays(bank: TreeBank, arrays: dict[str, np.ndarray], prefix: str = "tr
         else:
             load_v1(bank, arrays, prefix)
         return
-    parts = checked_arrays(bank, arrays, prefix, STATE_FIELDS)
+    # (a state saved before splits kept their merit and time has neither array: unknown)
+    missing = tuple(name for name in SPLIT_RECORD if prefix + name not in arrays)
+    parts = checked_arrays(bank, arrays, prefix,
+                           tuple(name for name in STATE_FIELDS if name not in missing))  # fmt: skip
+    for name in missing:  # (as a leaf's: mark_unknown_splits marks the splits below)
+        parts[name] = (np.zeros(parts["kind"].shape) if name == "merit"
+                       else np.full(parts["kind"].shape, NO_SPLIT_SEEN, np.int64))  # fmt: skip
     saved = TreeState(**parts, **{name: np.zeros((0, 0), np.int64) for name in INDEX_FIELDS})
     size = used_of(saved)
     s = bank.schema
@@ -144,9 +161,23 @@ def load_arrays(bank: TreeBank, arrays: dict[str, np.ndarray], prefix: str = "tr
         if src.ndim != dst.ndim or any(s > d for s, d in zip(src.shape, dst.shape, strict=True)):
             raise ValueError(f"state array {prefix + name} has shape {src.shape}")
         dst[tuple(slice(0, n) for n in src.shape)] = src
+    mark_unknown_splits(new, missing)
     check_loaded(bank, new, prefix)
     bank.set_arrays(new)
     jit_kernel(build_index)(bank.view())
+
+
+def mark_unknown_splits(T: TreeState, missing: tuple[str, ...] = SPLIT_RECORD) -> None:
+    """The split nodes of a state saved without their merit or time (``missing``: a state of
+    before issue 41's merits, or of an older Chorus) get ``UNKNOWN_MERIT`` /
+    ``NO_SPLIT_SEEN`` (feature importance counts them as splits of unknown merit); leaves get
+    0.0 / ``NO_SPLIT_SEEN``, as ``rows.new_leaf`` makes them."""
+    live = np.arange(T.kind.shape[1]) < T.n_nodes[:, None]
+    split = live & (T.kind != LEAF)
+    if "merit" in missing:
+        T.merit[...] = np.where(split, UNKNOWN_MERIT, 0.0)
+    if "split_seen" in missing:
+        T.split_seen[...] = NO_SPLIT_SEEN
 
 
 def check_loaded(bank: TreeBank, T: TreeState, prefix: str) -> None:
@@ -238,6 +269,7 @@ def load_v2(bank: TreeBank, arrays: dict[str, np.ndarray], prefix: str) -> None:
     for name in V2_FIELDS[: -len(V2_DENSE)]:
         src, dst = old[name], getattr(T, name)
         dst[tuple(slice(0, n) for n in src.shape)] = src
+    mark_unknown_splits(T)
     check_loaded(bank, T, prefix)  # (no class entries yet: those are made below)
     bank.set_arrays(T)
     dist, catw, cat, num = (old[name] for name in V2_DENSE)
@@ -308,6 +340,7 @@ def load_v1(bank: TreeBank, arrays: dict[str, np.ndarray], prefix: str) -> None:
     for name in V1_TREE:  # same layout
         src, dst = old[name], getattr(T, name)
         dst[tuple(slice(0, n) for n in src.shape)] = src
+    mark_unknown_splits(T)
     check_loaded(bank, T, prefix)  # (the tree and slots: no rows yet, made below)
     bank.set_arrays(T)
     B = bank.view()

@@ -21,6 +21,7 @@ from .layout import (
     MAX,
     MAX_ID,
     MIN,
+    NO_SPLIT_SEEN,
     NUM_STATS,
     VAR,
     WIDTH_CAT,
@@ -619,6 +620,8 @@ def new_leaf(T, m, depth, branch):
     T.depth[m, n] = depth
     T.d_at[m, n] = -1
     T.d_len[m, n] = 0
+    T.merit[m, n] = 0.0
+    T.split_seen[m, n] = NO_SPLIT_SEEN
     T.slot[m, n] = alloc_slot(T, m)
     return n
 

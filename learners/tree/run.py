@@ -78,16 +78,17 @@ def single_run(B, ipar, fstate, xn, xc, ys, ws, seqs, start, do_predict, do_lear
     pk, pv = sparse_buffers(C)
     # reference-count-free views (``unowned``): the arguments are held by the caller, the
     # buffers by this frame until keep_alive
-    done = single_rows(B, unowned(xn), unowned(xc), unowned(ys), unowned(ws), start, do_predict,
-                       do_learn, unowned(out), unowned(n_cls), unowned(code_attr), need,
-                       unowned(pk), unowned(pv), unowned(hint), hinted)  # fmt: skip
+    done = single_rows(B, unowned(xn), unowned(xc), unowned(ys), unowned(ws), unowned(seqs),
+                       start, do_predict, do_learn, unowned(out), unowned(n_cls),
+                       unowned(code_attr), need, unowned(pk), unowned(pv), unowned(hint),
+                       hinted)  # fmt: skip
     keep_alive(pk, pv)
     return done
 
 
 @nb.njit(cache=True)
-def single_rows(B, xn, xc, ys, ws, start, do_predict, do_learn, out, n_cls, code_attr, need, pk,
-                pv, hint, hinted):  # fmt: skip
+def single_rows(B, xn, xc, ys, ws, seqs, start, do_predict, do_learn, out, n_cls, code_attr,
+                need, pk, pv, hint, hinted):  # fmt: skip
     """The rows loop of ``single_run``."""
     if do_predict and not do_learn and B.leaf_prediction == PRED_STUMP and B.n_nodes[0] == 1:
         hint[0, HINT_LEAF] = -1  # (not routed: nothing known of the example)
@@ -106,7 +107,8 @@ def single_rows(B, xn, xc, ys, ws, start, do_predict, do_learn, out, n_cls, code
             scatter(pk, pv, n, o)
         if do_learn and ws[r] > 0.0:
             nc = classes_after(n_cls, ys, r)
-            tree_learn(B, B, 0, xn[r], xc[r], ys[r], ws[r], nc, code_attr, pk, pv, hint)
+            tree_learn(B, B, 0, xn[r], xc[r], ys[r], ws[r], seqs[r], nc, code_attr, pk, pv,
+                       hint)  # fmt: skip
     return R
 
 
@@ -165,8 +167,9 @@ def single_run_io(B, io, code_attr, start, do_predict, do_learn, need, hinted, c
     predicts row 1 also leaves its ``label_code`` in ``io.label[0]`` (``io_label``)."""
     pk, pv = io_scratch(io, start, do_learn)
     xc, out = io_rows(io, start, cats)
-    done = single_rows(B, io.xn, xc, io.ys, io.ws, start, do_predict, do_learn, out, io.n_cls,
-                       unowned(code_attr), need, unowned(pk), unowned(pv), io.hint, hinted)  # fmt: skip
+    done = single_rows(B, io.xn, xc, io.ys, io.ws, io.seqs, start, do_predict, do_learn, out,
+                       io.n_cls, unowned(code_attr), need, unowned(pk), unowned(pv), io.hint,
+                       hinted)  # fmt: skip
     keep_alive(pk, pv)
     io_label(io, do_predict, done)
     return done

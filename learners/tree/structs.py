@@ -84,7 +84,8 @@ def _make_bank(T, P):
     parameters ``P`` (a ``TreeParams`` of plain ints and floats): every field, by name."""
     return Bank(unowned(T.kind), unowned(T.attr), unowned(T.thr), unowned(T.slot),
                 unowned(T.child), unowned(T.sibling), unowned(T.branch), unowned(T.depth),
-                unowned(T.d_at), unowned(T.d_len), unowned(T.n_nodes), unowned(T.last),
+                unowned(T.d_at), unowned(T.d_len), unowned(T.merit), unowned(T.split_seen),
+                unowned(T.n_nodes), unowned(T.last),
                 unowned(T.mc_ok), unowned(T.nb_ok), unowned(T.f_head), unowned(T.f_tail),
                 unowned(T.f_pend), unowned(T.o_head), unowned(T.o_tail), unowned(T.o_pend),
                 unowned(T.free), unowned(T.n_free), unowned(T.n_slots), unowned(T.fw_at),
