@@ -2,7 +2,9 @@
 
 Prequential predict-then-learn (batches of 1,000 through ``predict_learn_many``) of Chorus'
 OzaBag(HT), OOB(HT) and UOB(HT), M = 10 members with Chorus' defaults (``imbalance_decay``
-0.99; ``--decays 0.9`` adds the papers'), with ``--moa`` MOA's imbalance meta-learners (below),
+0.99; ``--decays 0.9`` adds the papers'; ``--skip`` adds each over trees with
+``nb_zero_variance="skip"``, river's naive-Bayes rule for a zero-variance class, rows ``... skip``),
+with ``--moa`` MOA's imbalance meta-learners (below),
 and with ``--river`` river's ``RandomOverSampler`` / ``RandomUnderSampler`` (desired
 distribution 50/50) around river's ``BaggingClassifier(HoeffdingTreeClassifier)``, M = 10, one
 example at a time. Scores from ``app.metrics.Prequential`` (river's definitions): G-mean,
@@ -160,14 +162,17 @@ def streams(data_dir: str) -> dict[str, Callable[[int, int], Stream]]:
 
 
 def chorus_model(name: str, seed: int) -> Any:
-    """``OzaBag``, ``OOB``, ``UOB`` or ``OOB(θ)`` / ``UOB(θ)`` (another ``imbalance_decay``)."""
+    """``OzaBag``, ``OOB``, ``UOB`` or ``OOB(θ)`` / ``UOB(θ)`` (another ``imbalance_decay``);
+    a name ending in ``" skip"`` has trees with ``nb_zero_variance="skip"``."""
     from ensembles import OnlineBagging
     from ensembles.adaptive import IMBALANCE_DECAY
     from learners import HoeffdingTree
 
+    name, skip, _ = name.partition(" skip")
     kind, _, decay = name.rstrip(")").partition("(")
     imbalance = {"OzaBag": None, "OOB": "oob", "UOB": "uob"}[kind]
-    return OnlineBagging(HoeffdingTree(), n_models=10, seed=seed, imbalance=imbalance,
+    tree = HoeffdingTree(nb_zero_variance="skip" if skip else "point")
+    return OnlineBagging(tree, n_models=10, seed=seed, imbalance=imbalance,
                          imbalance_decay=float(decay or IMBALANCE_DECAY))  # fmt: skip
 
 
@@ -289,12 +294,16 @@ def main(argv: list[str] | None = None) -> None:
                     "(binary streams; needs capymoa, CAPYMOA_JVM_ARGS='-Xmx2g')")  # fmt: skip
     ap.add_argument("--decays", default="", help="also OOB and UOB with these ','-separated "
                     "imbalance_decay values")  # fmt: skip
+    ap.add_argument("--skip", action="store_true", help="also OOB and UOB (each decay) over "
+                    "HoeffdingTree(nb_zero_variance='skip'), river's zero-variance rule")  # fmt: skip
     ap.add_argument("--out", default="", help="also write the table to this markdown file")
     args = ap.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
     make = streams(args.data_dir)
     names = args.streams.split(";") if args.streams else list(make)
     more = [f"{m}({d})" for d in args.decays.split(",") if d for m in ("OOB", "UOB")]
+    if args.skip:
+        more += [f"{m} skip" for m in (*CHORUS[1:], *more)]
     peer_models = (*(RIVER if args.river else ()), *(moa_specs() if args.moa else ()))
     models = (*CHORUS, *more, *peer_models)
     if args.moa:

@@ -28,6 +28,7 @@ READABLE_VERSIONS = (1, 2, 3, 4)  # versions 1 (dense leaf blocks) and 2 are con
 
 _CRITERIA = {"info_gain": layout.CRIT_INFO_GAIN, "gini": layout.CRIT_GINI}
 _LEAF_PRED = {"mc": layout.PRED_MC, "nb": layout.PRED_NB, "nba": layout.PRED_NBA}
+_NB_ZERO_VARIANCE = {"point": layout.NB_ZERO_POINT, "skip": layout.NB_ZERO_SKIP}
 _UNLIMITED = 1 << 40
 _NO_INT_PARAMS = np.zeros(1, np.int64)  # what single_run takes as ipar / fstate (unused)
 _NO_FLOAT_STATE = np.zeros((1, 1))
@@ -301,6 +302,16 @@ class HoeffdingTree(NativeLearner):
         whichever of the two has been more accurate at the leaf).
     nb_threshold
         Leaf weight below which naive Bayes is not used.
+    nb_zero_variance
+        Naive Bayes' (``"nb"``, ``"nba"``) rule for a numeric feature whose Gaussian has zero
+        variance for a class (one value so far, however heavily weighted): ``"point"``
+        (default, MOA's GaussianEstimator) a point mass, density 1 at that value and 0
+        elsewhere, so the class is ruled out anywhere else; ``"skip"`` (river's
+        ``HoeffdingTreeClassifier``) no term for that feature and class, as if the value were
+        unknown. Under heavy oversampling (``OnlineBagging(imbalance="oob")`` on a class of
+        1-5 %) a leaf often knows the rare class from one example learned with a large weight:
+        ``"point"`` then never predicts it away from that exact value, ``"skip"`` lets the prior
+        and the other features decide (docs/engine-api.md, "Class-imbalance online bagging").
     max_depth
         Leaves at this depth stop splitting (``None`` for no limit).
     max_nodes
@@ -341,11 +352,13 @@ class HoeffdingTree(NativeLearner):
     """
 
     _param_names = ("grace_period", "delta", "tau", "split_criterion", "leaf_prediction",
-                    "nb_threshold", "max_depth", "max_nodes", "n_split_points", "max_features",
-                    "subspace", "subspace_seed", "limits")  # fmt: skip
+                    "nb_threshold", "nb_zero_variance", "max_depth", "max_nodes",
+                    "n_split_points", "max_features", "subspace", "subspace_seed",
+                    "limits")  # fmt: skip
     # shown by ``params()`` only when set: specs and states of trees without subspaces stay as
     # they were
-    _quiet_defaults = {"max_features": None, "subspace": "leaf", "subspace_seed": 0}
+    _quiet_defaults = {"max_features": None, "subspace": "leaf", "subspace_seed": 0,
+                       "nb_zero_variance": "point"}  # fmt: skip
 
     def __init__(
         self,
@@ -356,6 +369,7 @@ class HoeffdingTree(NativeLearner):
         split_criterion: str = "info_gain",
         leaf_prediction: str = "nba",
         nb_threshold: float = 0,
+        nb_zero_variance: str = "point",
         max_depth: int | None = None,
         max_nodes: int = 5000,
         n_split_points: int = 10,
@@ -377,6 +391,7 @@ class HoeffdingTree(NativeLearner):
         _check_choice("split_criterion", split_criterion, _CRITERIA)
         _check_choice("leaf_prediction", leaf_prediction, _LEAF_PRED)
         _check_positive("nb_threshold", nb_threshold, allow_zero=True)
+        _check_choice("nb_zero_variance", nb_zero_variance, _NB_ZERO_VARIANCE)
         if max_depth is not None:
             _check_positive("max_depth", max_depth, allow_zero=True)
         _check_positive("max_nodes", max_nodes)
@@ -387,6 +402,7 @@ class HoeffdingTree(NativeLearner):
         self.split_criterion = split_criterion
         self.leaf_prediction = leaf_prediction
         self.nb_threshold = nb_threshold
+        self.nb_zero_variance = nb_zero_variance
         self.max_depth = max_depth
         self.max_nodes = max_nodes
         self.n_split_points = n_split_points
@@ -420,6 +436,7 @@ class HoeffdingTree(NativeLearner):
             subspace_size=size,
             subspace_scope=_SCOPES[self.subspace],
             subspace_seed=self.subspace_seed,
+            nb_zero_variance=_NB_ZERO_VARIANCE[self.nb_zero_variance],
         )
 
     def reset_tree(self, key: int = 0, *, deal: bool = False) -> None:

@@ -38,7 +38,11 @@ MODELS = {
         HoeffdingTree(grace_period=20), n_models=4, seed=3, vote="stacking"
     ),
     "Bagging(HT,oob)": lambda: OnlineBagging(
-        HoeffdingTree(grace_period=20), n_models=4, seed=3, imbalance="oob"
+        HoeffdingTree(grace_period=20, nb_zero_variance="skip"),
+        n_models=4,
+        seed=3,
+        imbalance="oob",
+        imbalance_decay=0.9999,
     ),
     "Boosting(NB,stacking)": lambda: OnlineBoosting(
         NaiveBayes(), n_models=4, seed=3, vote="stacking"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -65,3 +66,70 @@ def test_missing_value_at_a_split_follows_the_heaviest_branch():
     assert tree.describe_tree()["n_nodes"] == 3
     assert tree.predict_one({}) is True
     assert tree.predict_one({"c": None}) is True
+
+
+def _one_value_rare_class(rule):
+    """A leaf that knows class "a" from 40 spread values and class "b" from one value learned
+    with weight 50 (an oversampled rare example): b's Gaussian has zero variance."""
+    tree = HoeffdingTree(leaf_prediction="nb", nb_zero_variance=rule)
+    for i in range(40):
+        tree.learn_one({"x": float(i % 10)}, "a")
+    tree.learn_one({"x": 3.0}, "b", w=50.0)
+    return tree
+
+
+def test_nb_zero_variance_point_mass_and_skip_hand_worked():
+    """``"point"`` (MOA, the default): b's density is 0 away from 3.0, so naive Bayes never says b
+    there; "skip" (river): b has no term for x, only its prior 50/90 against a's 40/90 times
+    a's Gaussian (mean 4.5, unbiased variance 330/39) at 3.5."""
+    point = _one_value_rare_class("point")
+    p = point.predict_proba_one({"x": 3.5})
+    assert p["a"] == 1.0 and p.get("b", 0.0) == 0.0
+    assert point.predict_one({"x": 3.0}) == "b"  # (at its value: density 1)
+    skip = _one_value_rare_class("skip")
+    var = 330.0 / 39.0
+    la = math.log(40 / 90) - 0.5 * (3.5 - 4.5) ** 2 / var - 0.5 * math.log(2 * math.pi * var)
+    lb = math.log(50 / 90)
+    pb = 1.0 / (1.0 + math.exp(la - lb))
+    assert skip.predict_proba_one({"x": 3.5}) == pytest.approx({"a": 1 - pb, "b": pb}, rel=1e-12)
+    assert HoeffdingTree().nb_zero_variance == "point"  # plain trees keep MOA's rule
+
+
+def test_nb_zero_variance_skip_equals_rivers_naive_bayes_leaf():
+    """With ``nb_zero_variance="skip"`` a naive-Bayes leaf gives river's
+    ``HoeffdingTreeClassifier`` leaf probabilities on a weighted stream whose rare class comes
+    back to the same few values (zero-variance Gaussians, weights of 1 too: river's
+    ``n <= ddof``); with "point" it does not."""
+    from river.tree import HoeffdingTreeClassifier
+
+    rng = random.Random(5)
+    ours = {rule: HoeffdingTree(grace_period=10**6, leaf_prediction="nb", nb_zero_variance=rule)
+            for rule in ("point", "skip")}  # fmt: skip
+    theirs = HoeffdingTreeClassifier(grace_period=10**6, leaf_prediction="nb")
+    differ = 0
+    for i in range(300):
+        if i % 15 == 0:
+            x, y, w = {"u": rng.choice([1.0, 2.0]), "v": 7.0}, "rare", float(rng.randint(1, 60))
+        else:
+            x, y, w = {"u": rng.gauss(3, 2), "v": rng.gauss(5, 1)}, "common", 1.0
+        if i > 20:
+            want = theirs.predict_proba_one(x)
+            got = ours["skip"].predict_proba_one(x)
+            assert got == pytest.approx({c: want.get(c, 0.0) for c in got}, abs=1e-9)
+            differ += ours["point"].predict_one(x) != theirs.predict_one(x)
+        theirs.learn_one(x, y, w=w)
+        for tree in ours.values():
+            tree.learn_one(x, y, w=w)
+    assert differ > 10  # (MOA's point mass answers otherwise)
+
+
+def test_nb_zero_variance_is_checked_kept_and_restored():
+    with pytest.raises(ValueError, match="nb_zero_variance"):
+        HoeffdingTree(nb_zero_variance="drop")
+    assert "nb_zero_variance" not in HoeffdingTree().params()  # (old specs and states stay)
+    tree = _one_value_rare_class("skip")
+    assert tree.params()["nb_zero_variance"] == "skip"
+    back = HoeffdingTree.from_state(tree.to_state())
+    assert back.nb_zero_variance == "skip"
+    assert back.predict_proba_one({"x": 3.5}) == tree.predict_proba_one({"x": 3.5})
+    assert tree.clone().nb_zero_variance == "skip"

@@ -93,6 +93,9 @@ import numpy as np
 
 LEAF, NUMERIC_SPLIT, CATEGORICAL_SPLIT = 0, 1, 2
 PRED_MC, PRED_NB, PRED_NBA, PRED_STUMP = 0, 1, 2, 3
+# naive Bayes' rule for a class whose Gaussian has no variance (one value, however heavily
+# weighted; ``predict.nb_proba``): a point mass (MOA) or no term for that feature (river)
+NB_ZERO_POINT, NB_ZERO_SKIP = 0, 1
 CRIT_INFO_GAIN, CRIT_GINI = 0, 1
 W, MEAN, M2, MIN, MAX, VAR, LOGVAR = 0, 1, 2, 3, 4, 5, 6
 NO_NB = -2  # hint[m, HINT_NB] / [m, HINT_BEST]: not computed (argmax gives -1 for "none")
@@ -126,7 +129,7 @@ INDEX_FIELDS = ("hkey", "hval", "n_keys", "f_of", "o_of", "width", "wsum", "pgen
 PARAM_FIELDS = (
     "grace_period", "delta", "tau", "criterion", "leaf_prediction", "nb_threshold",
     "max_depth", "max_nodes", "n_split_points", "min_branch_frac", "subspace_mode",
-    "subspace_size", "subspace_scope", "subspace_seed",
+    "subspace_size", "subspace_scope", "subspace_seed", "nb_zero_variance",
 )  # fmt: skip
 # the columns of a route hint, ``hint[m, :]`` (see ``predict.tree_proba``): the leaf the example
 # reaches, that leaf's naive-Bayes argmax, for how many classes, the prediction's argmax
@@ -222,6 +225,7 @@ class TreeParams(NamedTuple):
     subspace_size: float = 0.0  # the count or fraction of MODE_COUNT / MODE_FRACTION
     subspace_scope: int = 0  # subspace.SCOPE_LEAF (a draw per leaf) or SCOPE_TREE
     subspace_seed: int = 0  # the key of the draws (an ensemble's seed)
+    nb_zero_variance: int = 0  # NB_ZERO_POINT (MOA's point mass) or NB_ZERO_SKIP (river's)
 
 
 assert TreeState._fields == STATE_FIELDS + INDEX_FIELDS and TreeParams._fields == PARAM_FIELDS

@@ -160,7 +160,7 @@ def tree_learn(T, P, m, xn, xc, y, w, seq, n_classes, code_attr, pk, pv, hint):
         if hinted and hint[m, HINT_NB] != NO_NB:
             nb_arg = hint[m, HINT_NB]
         else:
-            nb_arg = argmax(pk, pv, nb_proba(T, m, node, xn, xc, n_classes, pk, pv))
+            nb_arg = argmax(pk, pv, nb_proba(T, P, m, node, xn, xc, n_classes, pk, pv))
         if nb_arg == y:
             T.nb_ok[m, s] += w
     update_leaf(T, P, m, node, xn, xc, y, w, code_attr)

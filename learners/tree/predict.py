@@ -24,6 +24,7 @@ from .layout import (
     LEAF,
     LOG2PI_HALF,
     MEAN,
+    NB_ZERO_SKIP,
     NO_NB,
     NUM_STATS,
     NUMERIC_SPLIT,
@@ -97,12 +98,14 @@ def normalize_node(T, m, node, n_classes, pk, pv):
 
 
 @nb.njit(cache=True, error_model="numpy")
-def nb_proba(T, m, node, xn, xc, n_classes, pk, pv):
+def nb_proba(T, P, m, node, xn, xc, n_classes, pk, pv):
     """Naive Bayes at a leaf: class priors from the leaf's weights, Laplace-smoothed category
     likelihoods ((n + 1) / (n_class + V) with V the values seen at the leaf), Gaussian numeric
-    likelihoods (unbiased weighted variance; a class with zero variance has density 1 at its
-    value and 0 elsewhere, as MOA's GaussianEstimator). Over the leaf's classes only: the
-    statistics rows hold a subset of them, merged in class order.
+    likelihoods (unbiased weighted variance; a class with zero variance, one value so far however
+    heavily weighted, has density 1 at its value and 0 elsewhere, as MOA's GaussianEstimator,
+    or with ``P.nb_zero_variance == NB_ZERO_SKIP`` no term for that feature, as river's
+    ``do_naive_bayes_prediction``). Over the leaf's classes only: the statistics rows hold a
+    subset of them, merged in class order.
 
     (``error_model="numpy"``: no divisor here can be 0 -- n_c + V >= 1, variances are > 0 and the
     normaliser >= 1 -- so numba's check of each divisor, one compare per class and feature, is
@@ -187,6 +190,7 @@ def nb_proba(T, m, node, xn, xc, n_classes, pk, pv):
         # variances are multiplied and the log of the product taken once per class (pv[dn + i],
         # kept within [VAR_FOLD, 1 / VAR_FOLD]: a variance that would take it out goes to the
         # log with it), not once per class and feature: a learn then costs no log (set_variance)
+        point_mass = P.nb_zero_variance != NB_ZERO_SKIP
         o_of = T.o_of
         o_fresh = T.o_fresh
         g_at = T.g_at
@@ -225,7 +229,7 @@ def nb_proba(T, m, node, xn, xc, n_classes, pk, pv):
                     continue
                 z = v - gv[m, b + MEAN]
                 if gv[m, b + VAR] < 0.0:  # point mass: density 1 at the value, 0 elsewhere
-                    if z != 0.0:
+                    if z != 0.0 and point_mass:  # (skip: no term, as if the value were unknown)
                         logp[i] = -np.inf
                     continue
                 if gv[m, b + VAR] == np.inf:  # an uninformative feature: its term is exactly 0
@@ -339,13 +343,13 @@ def leaf_proba(T, P, m, node, xn, xc, n_classes, code_attr, pk, pv, hint):
     enough = P.nb_threshold <= 0.0 or node_weight(T, m, node, n_classes) >= P.nb_threshold
     if lp == PRED_NB:
         if enough:
-            return nb_proba(T, m, node, xn, xc, n_classes, pk, pv)
+            return nb_proba(T, P, m, node, xn, xc, n_classes, pk, pv)
         return normalize_node(T, m, node, n_classes, pk, pv)
     # NBA: naive Bayes unless majority class has been more accurate at this leaf (MOA's rule)
     s = T.slot[m, node]
     if T.mc_ok[m, s] > T.nb_ok[m, s] or not enough:
         return normalize_node(T, m, node, n_classes, pk, pv)
-    n = nb_proba(T, m, node, xn, xc, n_classes, pk, pv)
+    n = nb_proba(T, P, m, node, xn, xc, n_classes, pk, pv)
     hint[m, HINT_NB] = argmax(
         pk, pv, n
     )  # (tree_learn reads it only if hint[m, HINT_LEAF] is this leaf)

@@ -101,7 +101,7 @@ def _make_bank(T, P):
                 unowned(T.wsum), unowned(T.pgen), P.grace_period, P.delta, P.tau, P.criterion,
                 P.leaf_prediction, P.nb_threshold, P.max_depth, P.max_nodes, P.n_split_points,
                 P.min_branch_frac, P.subspace_mode, P.subspace_size, P.subspace_scope,
-                P.subspace_seed)  # fmt: skip
+                P.subspace_seed, P.nb_zero_variance)  # fmt: skip
 
 
 @nb.njit(cache=True)
@@ -133,7 +133,7 @@ def _typed_params(P: TreeParams) -> TreeParams:
         max_nodes=int(P.max_nodes), n_split_points=int(P.n_split_points),
         min_branch_frac=float(P.min_branch_frac), subspace_mode=int(P.subspace_mode),
         subspace_size=float(P.subspace_size), subspace_scope=int(P.subspace_scope),
-        subspace_seed=int(P.subspace_seed),
+        subspace_seed=int(P.subspace_seed), nb_zero_variance=int(P.nb_zero_variance),
     )  # fmt: skip
     return p
 
