@@ -400,16 +400,26 @@ def test_a_stalled_store_holds_the_messages_and_learns_them_once(tmp_path, clean
         consumer = make_consumer(reg, cfg, None)
         stop = asyncio.Event()
         task = asyncio.create_task(consumer.run(stop))
-        while consumer.counts["learned"] < 100:
-            await asyncio.sleep(0.005)
+
+        async def wait_for(done, what: str, seconds: float = 120.0) -> None:
+            # (a consumer that died, or stopped progressing, fails the test instead of hanging it)
+            deadline = time.monotonic() + seconds
+            while not done():
+                if task.done():
+                    task.result()  # its exception, if it raised
+                    raise AssertionError(f"the consumer stopped before {what}: {consumer.counts}")
+                assert time.monotonic() < deadline, f"no {what} in {seconds} s: {consumer.counts}"
+                await asyncio.sleep(0.005)
+
+        await wait_for(lambda: consumer.counts["learned"] >= 100, "100 learned")
         store_redis.pause()
         held, until = 0, time.monotonic() + 1.5
         while time.monotonic() < until:  # (a retry takes its messages out of the hold a moment)
             held = max(held, consumer.n_held)
             await asyncio.sleep(0.005)
         store_redis.resume()
-        while consumer.counts["learned"] + consumer.counts["duplicates"] < 600:
-            await asyncio.sleep(0.01)
+        await wait_for(lambda: consumer.counts["learned"] + consumer.counts["duplicates"] >= 600,
+                    "600 learned or duplicates after the store came back")  # fmt: skip
         stop.set()
         await task
         await consumer.bus.close()
