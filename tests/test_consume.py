@@ -436,6 +436,38 @@ def test_a_stalled_store_holds_the_messages_and_learns_them_once(tmp_path, clean
     assert r.xpending(STREAM, "chorus")["pending"] == 0
 
 
+def test_a_reader_that_fails_ends_the_run_with_its_error(tmp_path, clean_redis_url):
+    """An error of the read that is not the bus being down (a bug, a reply it cannot parse)
+    ends ``run`` with that error: it used to end the read loop and ``run`` returned as if
+    stopped, so ``chorus consume`` exited 0 and the stream waited unread."""
+    r = redis.Redis.from_url(clean_redis_url)
+    _produce(r, _learn_rows(20, ids=True))
+
+    async def go():
+        reg = await _registry(_settings(tmp_path), ("m", SPEC))
+        consumer = make_consumer(reg, ConsumeConfig.from_url(clean_redis_url, block=0.05), None)
+        read = consumer.bus.read
+        calls = 0
+
+        async def failing_read(*args):
+            nonlocal calls
+            calls += 1
+            if calls > 1:
+                raise RuntimeError("unparseable reply")
+            return await read(*args)
+
+        consumer.bus.read = failing_read
+        try:
+            with pytest.raises(RuntimeError, match="unparseable reply"):
+                await asyncio.wait_for(consumer.run(asyncio.Event()), 30)
+        finally:
+            await consumer.bus.close()
+            await reg.store.close()
+        return consumer.counts
+
+    assert asyncio.run(go())["learned"] == 20  # what it read before is learned
+
+
 def test_errors_that_cannot_be_retried_are_clear(tmp_path, clean_redis_url):
     r = redis.Redis.from_url(clean_redis_url)
     r.set("notastream", "x")

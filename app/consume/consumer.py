@@ -206,8 +206,10 @@ class Consumer:
                     next_claim = now + (0 if full else min(cfg.claim_idle / 2, 30.0))
                 get = asyncio.create_task(ahead.get())
                 await asyncio.wait({get, reader}, return_when=asyncio.FIRST_COMPLETED)
-                if not get.done():  # the reader ended (stopped)
+                if not get.done():  # the reader ended: stopped, or it failed
                     get.cancel()
+                    if not reader.cancelled() and reader.exception() is not None:
+                        raise reader.exception()  # (not a silent end of the consuming)
                     break
                 batch = get.result()
                 if batch:
