@@ -468,6 +468,47 @@ def test_a_reader_that_fails_ends_the_run_with_its_error(tmp_path, clean_redis_u
     assert asyncio.run(go())["learned"] == 20  # what it read before is learned
 
 
+def test_inside_serve_a_failed_consumer_starts_again(tmp_path, clean_redis_url, monkeypatch,
+                                                    caplog):  # fmt: skip
+    """``CHORUS_CONSUME``: a consumer that fails (here its first read) is logged at ERROR and
+    started again; every message is learned once all the same."""
+    from app.consume import redis_bus, run
+
+    monkeypatch.setattr(run, "OPEN_RETRY", 0.2)
+    caplog.set_level("INFO", logger=run.log.name)
+    read = redis_bus.RedisBus.read
+    calls = 0
+
+    async def failing_once(self, *args):
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("unparseable reply")
+        return await read(self, *args)
+
+    monkeypatch.setattr(redis_bus.RedisBus, "read", failing_once)
+    r = redis.Redis.from_url(clean_redis_url)
+    _produce(r, _learn_rows(300, ids=True))
+    settings_ = _settings(tmp_path, consume=clean_redis_url)
+
+    async def go():
+        reg = await _registry(settings_, ("m", SPEC))
+        stop = asyncio.Event()
+        task = asyncio.create_task(run.consume_in_app(reg, settings_, CollectorRegistry(), stop))
+        deadline = time.monotonic() + 60
+        while (await reg.describe("m"))["n_seen"] < 300:
+            assert time.monotonic() < deadline and not task.done(), "not every message learned"
+            await asyncio.sleep(0.05)
+        stop.set()
+        await asyncio.wait_for(task, 30)
+        n = (await reg.describe("m"))["n_seen"]
+        await reg.store.close()
+        return n
+
+    assert asyncio.run(go()) == 300
+    assert "the consumer failed; starting it again" in caplog.text and calls > 1
+
+
 def test_errors_that_cannot_be_retried_are_clear(tmp_path, clean_redis_url):
     r = redis.Redis.from_url(clean_redis_url)
     r.set("notastream", "x")

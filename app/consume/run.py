@@ -111,6 +111,9 @@ async def consume_in_app(registry: Registry, settings: Settings, prom: Collector
             if time.monotonic() - logged > 60:
                 log.error("CHORUS_CONSUME: %s; trying again every %g s", exc, OPEN_RETRY)
                 logged = time.monotonic()
+        except Exception:  # a failure of its own: logged, and the consumer starts again
+            log.exception("CHORUS_CONSUME: the consumer failed; starting it again in %g s",
+                          OPEN_RETRY)  # fmt: skip
         finally:
             with contextlib.suppress(Exception):
                 await consumer.bus.close()
