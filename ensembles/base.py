@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from learners import HoeffdingTree, Limits, NativeLearner, argmax_label
-from learners.base import Features, Label, ManyMixin, RiverEstimator
+from learners.base import Features, Label, ManyMixin, MemoryBytesMixin, RiverEstimator
 from learners.compiled import READABLE_VERSIONS, STATE_FORMAT, STATE_VERSION, learner_limits
 from learners.jit import kernel
 
@@ -48,7 +48,7 @@ def check_int(name: str, value: Any, lo: int, hi: int) -> None:
         raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
 
 
-class OnlineEnsemble(ManyMixin, RiverEstimator):
+class OnlineEnsemble(ManyMixin, MemoryBytesMixin, RiverEstimator):
     """Base class: subclasses set ``_kernel`` (the compiled run kernel, native members) and
     implement ``_py_predict`` / ``_py_learn`` (the same algorithm over Python member objects);
     ``_int_params`` / ``_float_state`` are what the kernel gets as ``ipar`` / ``fstate``.
@@ -376,13 +376,6 @@ class OnlineEnsemble(ManyMixin, RiverEstimator):
         if bank is None:
             return 2 * self.state_bytes
         return bank.memory_bytes + sum(a.nbytes for a in self._extra_arrays().values())
-
-    @property
-    def _raw_memory_usage(self) -> int:
-        """river's memory figure (``check_bounded_memory_growth``, ``_memory_usage``):
-        ``memory_bytes``, not river's walk of the object graph (which from a kept kernel reaches
-        all of numba's compiler)."""
-        return self.memory_bytes
 
     def _extra_arrays(self) -> dict[str, np.ndarray]:
         return {}

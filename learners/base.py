@@ -312,6 +312,16 @@ class BatchMixin(ManyMixin):
         return p
 
 
+class MemoryBytesMixin:
+    """river's memory figure (``check_bounded_memory_growth``, ``_memory_usage``) is the model's
+    ``memory_bytes``, not river's walk of the object graph: from the kernel a pending learn
+    keeps, that walk reaches all of numba's compiler (and failed on a dead weak proxy in it)."""
+
+    @property
+    def _raw_memory_usage(self) -> int:
+        return self.memory_bytes  # type: ignore[attr-defined]
+
+
 class RiverEstimator(river_base.MiniBatchClassifier):
     """river's estimator contract for every Chorus learner and ensemble.
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from . import jit
-from .base import Features, Label, ManyMixin, RiverEstimator, check_weights
+from .base import Features, Label, ManyMixin, MemoryBytesMixin, RiverEstimator, check_weights
 from .encoded import EncodedRows
 from .limits import Limits, ParamError
 from .schema import Schema
@@ -99,7 +99,7 @@ def _check_positive(name: str, value: Any, *, allow_zero: bool = False) -> None:
         raise ParamError(name, f"{name} must be a number {bound}, got {value!r}")
 
 
-class NativeLearner(ManyMixin, RiverEstimator):
+class NativeLearner(ManyMixin, MemoryBytesMixin, RiverEstimator):
     """Shared machinery of the array-backed learners (one member of a ``TreeBank``).
 
     Subclasses define ``_param_names`` and ``_tree_params()``. Every native learner is a
@@ -268,13 +268,6 @@ class NativeLearner(ManyMixin, RiverEstimator):
         """Bytes the learner holds in memory (its arrays as allocated, index included, and its
         schema)."""
         return self._bank.memory_bytes
-
-    @property
-    def _raw_memory_usage(self) -> int:
-        """river's memory figure (``check_bounded_memory_growth``, ``_memory_usage``):
-        ``memory_bytes``. river's own walks the object graph, which from the kernel a pending
-        learn keeps reaches all of numba's compiler (and fails on a dead weak proxy in it)."""
-        return self.memory_bytes
 
 
 class HoeffdingTree(NativeLearner):
