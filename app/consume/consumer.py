@@ -134,6 +134,17 @@ def _reason(exc: BaseException) -> str:
     return f"{status}: {getattr(exc, 'detail', None) or exc}"
 
 
+def _outcome(answer: dict | None) -> str | None:
+    """What the registry did with an acknowledged message: ``"duplicate"`` (its id was learned
+    before), ``"learned"`` (a log sequence number), or ``None`` (answered without learning: a
+    prediction)."""
+    if answer is None:
+        return None
+    if answer.get("duplicate"):
+        return "duplicate"
+    return "learned" if "seq" in answer else None
+
+
 class Consumer:
     """Consumes one bus into one registry.
 
@@ -378,11 +389,9 @@ class Consumer:
         c = self.counts
         learned = dups = 0
         for _, a in done:
-            if a is not None:
-                if a.get("duplicate"):
-                    dups += 1
-                elif "seq" in a:
-                    learned += 1
+            outcome = _outcome(a)
+            learned += outcome == "learned"
+            dups += outcome == "duplicate"
         redelivered = sum(d.deliveries > 1 for d in batch)
         c["acked"] += len(done) + len(dead)
         c["dead"] += len(dead)
@@ -417,12 +426,12 @@ class Consumer:
             t = tallies[counter]
             t[key] = t.get(key, 0) + 1
 
+        by_outcome = {"learned": m.learned, "duplicate": m.duplicates}
         for d, a in done:
             tally(m.acked, d)
-            if a is not None and a.get("duplicate"):
-                tally(m.duplicates, d)
-            elif a is not None and "seq" in a:
-                tally(m.learned, d)
+            outcome = _outcome(a)
+            if outcome is not None:
+                tally(by_outcome[outcome], d)
         for d, _ in dead:
             tally(m.acked, d)
             tally(m.dead, d)
