@@ -435,9 +435,10 @@ def compile_elsewhere(job: CompileJob) -> Future | None:
     warning: the first calls run at Python speed), progress, the switch with its time.
 
     Returns a future done when ``job`` is loaded, or None when nothing was started: with
-    ``compile_mode() == "block"``, within ``compiling_on_purpose``, or while kernels run interpreted at a caller's request
-    (``set_interpreted(True)``). A process forked meanwhile runs compiled kernels (its first
-    call compiles or loads them): the worker thread is not forked.
+    ``compile_mode() == "block"``, within ``compiling_on_purpose``, or while kernels run
+    interpreted at a caller's request (``set_interpreted(True)``). A process forked meanwhile
+    runs compiled kernels (its first call compiles or loads them): the worker thread is not
+    forked.
     """
     if compile_mode() == "block" or on_purpose():
         return None
