@@ -142,3 +142,58 @@ def test_the_store_settles_an_unanswered_append_once_and_for_all(redis_server, c
             await store.close()
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("applied", [True, False])
+def test_a_writer_interrupted_mid_append_answers_its_requests(tmp_path, monkeypatch, applied):
+    """A cancellation that reaches the model's writer while it appends (one can leak out of a
+    store client's read timeout) ends the writer: the requests of its group are answered
+    "outcome unknown" and those queued behind it "nothing applied", never left waiting; the
+    next request finds the model rebuilt from its log."""
+    from app.errors import OutcomeUnknownError, StoreUnavailable
+    from app.registry.handles import Example
+    from app.testing import with_registry
+
+    settings = Settings(data_dir=tmp_path / "data", redis_url=None, snapshot_interval=3600)
+    spec = {"ensemble": "bagging", "learner": "naive_bayes", "n_models": 3, "seed": 1}
+
+    def ex(i: int, key: str | None = None) -> Example:
+        return Example({"x": float(i % 7)}, "ab"[i % 2], 1.0, key)
+
+    async def body(reg) -> None:
+        await reg.learn("m", [ex(i) for i in range(20)], batch=True)
+        original = reg.store.append
+        entered, release = asyncio.Event(), asyncio.Event()
+
+        async def interrupted(*args, **kwargs):
+            if entered.is_set():
+                return await original(*args, **kwargs)
+            entered.set()
+            await release.wait()
+            if applied:
+                await original(*args, **kwargs)
+            raise asyncio.CancelledError
+
+        monkeypatch.setattr(reg.store, "append", interrupted)
+        first = asyncio.ensure_future(reg.learn("m", [ex(20, "k20"), ex(21, "k21")], batch=True))
+        await asyncio.wait_for(entered.wait(), 10)  # the writer appends the first's group
+        second = asyncio.ensure_future(reg.learn("m", [ex(22, "k22")]))
+        h = reg.models.peek("m")
+        while not h.pending:  # the second queues behind it
+            await asyncio.sleep(0.001)
+        release.set()
+        done = await asyncio.wait_for(asyncio.gather(first, second, return_exceptions=True), 10)
+        assert isinstance(done[0], OutcomeUnknownError), done[0]
+        assert str(done[0]).startswith("outcome unknown") and "same ids" in str(done[0])
+        assert isinstance(done[1], StoreUnavailable) and "nothing applied" in str(done[1])
+        assert not isinstance(done[1], OutcomeUnknownError)
+        again = await asyncio.wait_for(
+            reg.learn("m", [ex(20, "k20"), ex(21, "k21"), ex(22, "k22")], batch=True), 10
+        )
+        assert [a["duplicate"] for a in again] == [applied, applied, False]
+        n = 20 + 3
+        assert again[-1]["seq"] == n == await reg.store.last_seq("m")
+        desc = await reg.describe("m")
+        assert desc["n_seen"] == desc["seq"] == n  # the model is its log
+
+    with_registry(settings, body, create={"m": spec})

@@ -32,7 +32,13 @@ from typing import Any
 import orjson
 
 from app import validate
-from app.errors import EngineFailure, InvalidInput, ModelNotFound, StoreUnavailable
+from app.errors import (
+    EngineFailure,
+    InvalidInput,
+    ModelNotFound,
+    OutcomeUnknownError,
+    StoreUnavailable,
+)
 from app.registry.common import (
     STORE_ERRORS,
     WHOLE_MODEL,
@@ -66,6 +72,15 @@ def _copy_exc(exc: Exception) -> Exception:
     if detail is not None:
         return type(exc)(detail)
     return StoreUnavailable(f"store unavailable: {exc}")
+
+
+def _interrupted(name: str, exc: BaseException) -> str:
+    """The answer to the requests of a group whose writer was interrupted mid-write."""
+    return (
+        f"outcome unknown: the writer of model {name!r} was interrupted while writing this "
+        f"request ({exc!r}); it may have been applied. Resend with the same ids (an applied "
+        "example is answered duplicate: true), or read the model's seq"
+    )
 
 
 def _fields(ex: Example) -> dict[str, Any]:
@@ -172,21 +187,28 @@ class ModelWriter:
 
     async def _drain(self, h: Handle) -> None:
         """The model's single writer: drain the queue group by group."""
+        group: list = []
         try:
             async with h.lock:
                 while h.pending:
                     group, h.pending = h.pending, []
                     await self._apply_group(h, group)
+                    group = []
                     if h.since_snapshot >= self.settings.snapshot_every and not h.dirty:
                         await asyncio.sleep(0)  # let the answered requests go out first
                         await self.models.snapshot_quietly(h)
                 h.writer = None  # no await between the empty check and this: nothing is missed
             self.models.check_budget()  # idle now: it may be evicted
         except BaseException as exc:  # never leave a request hanging
+            # (a cancellation, e.g. one that leaked out of a store client's timeout, ends the
+            # writer between any two awaits: the group it was writing may be in the log or not)
             h.writer = None
+            h.dirty = h.dirty or bool(group)  # rebuilt from the log before it is used again
+            for _, fut, _ in group:
+                settle(fut, exc=OutcomeUnknownError(_interrupted(h.name, exc)))
             for _, fut, _ in h.pending:
-                if not fut.done():
-                    fut.set_exception(StoreUnavailable(f"writer failed: {exc!r}"))
+                settle(fut, exc=StoreUnavailable(f"store unavailable, nothing applied: the "
+                                                 f"model's writer failed ({exc!r})"))  # fmt: skip
             h.pending = []
             raise
 
