@@ -421,10 +421,10 @@ def test_a_stalled_store_holds_the_messages_and_learns_them_once(tmp_path, clean
         await wait_for(lambda: consumer.counts["learned"] + consumer.counts["duplicates"] >= 600,
                     "600 learned or duplicates after the store came back")  # fmt: skip
         stop.set()
-        await task
-        await consumer.bus.close()
-        out = (await reg.describe("m"))["n_seen"], held, dict(consumer.counts)
-        await reg.store.close()
+        await _within(task, "the consumer's stop")
+        await _within(consumer.bus.close(), "the bus's close")
+        out = (await _within(reg.describe("m"), "describe"))["n_seen"], held, dict(consumer.counts)
+        await _within(reg.store.close(), "the store's close")
         return out
 
     try:
@@ -434,6 +434,23 @@ def test_a_stalled_store_holds_the_messages_and_learns_them_once(tmp_path, clean
     assert held > 0  # the messages waited while the store did not answer
     assert n_seen == 600 and counts["dead"] == 0
     assert r.xpending(STREAM, "chorus")["pending"] == 0
+
+
+async def _within(aw, what: str, seconds: float = 60.0):
+    """``await aw``, or fail after ``seconds`` naming where every task of the loop waits (a
+    hang shows its cause instead of a silent idle loop until the suite's timeout)."""
+    fut = asyncio.ensure_future(aw)
+    done, _ = await asyncio.wait({fut}, timeout=seconds)
+    if done:
+        return fut.result()
+    import io
+
+    out = io.StringIO()
+    for t in asyncio.all_tasks():  # (before the cancel: where each one waits)
+        out.write(f"--- {t!r}\n")
+        t.print_stack(limit=30, file=out)
+    fut.cancel()
+    raise AssertionError(f"{what}: no end in {seconds} s; the tasks:\n{out.getvalue()}")
 
 
 def test_a_reader_that_fails_ends_the_run_with_its_error(tmp_path, clean_redis_url):
