@@ -54,6 +54,7 @@ pytest.importorskip("ensembles")
 
 CYCLES = int(os.environ.get("CHORUS_CONSUME_CYCLES", "20"))
 PER_CYCLE = 100
+CONSUMING = "consuming nats"  # the consumer's INFO line once it consumes
 STREAM, SUBJECT, DURABLE = "CHORUS", "chorus.examples", "chorus"
 
 
@@ -163,9 +164,9 @@ def test_kill9_of_the_consumer_and_nats_learns_every_message_exactly_once(tmp_pa
         messages = Messages(rnd)
         bus.send(messages, 200)
 
-        def start():
+        def start(level: str = "warning"):
             args = ["--batch", str(rnd.choice([5, 20, 64])), "--claim-idle", "1",
-                    "--log-level", "warning"]  # fmt: skip
+                    "--log-level", level]  # fmt: skip
             return start_consumer(nats_server.url, process_env(data), *args, log=log)
 
         def kill_bus() -> None:
@@ -177,9 +178,15 @@ def test_kill9_of_the_consumer_and_nats_learns_every_message_exactly_once(tmp_pa
             progress=lambda: _learned(data), log=log, kill_bus=kill_bus, per_cycle=PER_CYCLE,
         )  # fmt: skip
         assert kills == CYCLES
-        drain = start()
+        started = tail(log, 10**9).count(CONSUMING)
+        drain = start("info")
         try:
             deadline = time.monotonic() + 120
+            # its SIGTERM handler is set before it consumes: a SIGTERM during its start-up (when
+            # nothing is left to drain) would end it with -15, not with a clean stop
+            while tail(log, 10**9).count(CONSUMING) == started and time.monotonic() < deadline:
+                assert drain.poll() is None, tail(log)
+                time.sleep(0.05)
             while bus.outstanding() and time.monotonic() < deadline and drain.poll() is None:
                 time.sleep(0.1)
         finally:
