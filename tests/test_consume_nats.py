@@ -145,3 +145,39 @@ async def _open(url: str) -> None:
         await bus.open()
     finally:
         await bus.close()
+
+
+def test_a_dead_letter_its_stream_refuses_leaves_its_message_unacknowledged(tmp_path, nats_url):
+    """With a JetStream stream on the dead-letter subject, a dead letter is acknowledged only once
+    the stream stored it: one the stream refuses (full, ``discard: new``) leaves its message
+    unacknowledged (it comes again after ``ack_wait``), never acknowledged and lost."""
+    from nats.js.api import DiscardPolicy
+
+    good = [json.dumps({"model": "m", "features": _example(i)[0], "label": _example(i)[1]})
+            for i in range(10)]  # fmt: skip
+    poison = [f'{{"model": "m", "features": {{"x{i}": 1}}, "label": {{}}}}' for i in range(3)]
+    bodies = [b.encode() for b in good[:5] + poison + good[5:]]
+
+    async def go():
+        reg = await _registry(_settings(tmp_path), ("m", SPEC))
+        nc = await nats.connect(nats_url)
+        js = nc.jetstream()
+        await js.add_stream(name="DEAD", subjects=["chorus.dead"], max_msgs=1,
+                            discard=DiscardPolicy.NEW)  # fmt: skip
+        cfg = ConsumeConfig.from_url(nats_url, block=0.1, batch=1, claim_idle=60)
+        consumer = make_consumer(reg, cfg)
+        await consumer.bus.open()
+        await _publish(nats_url, bodies)
+        await _run_until(consumer, lambda c: c["learned"] >= len(good) and c["dead"] >= 1)
+        info = await js.consumer_info("CHORUS", "chorus")
+        kept = (await js.stream_info("DEAD")).state.messages
+        await nc.close()
+        n = (await reg.describe("m"))["n_seen"]
+        await reg.store.close()
+        return consumer.counts, n, info.num_ack_pending, kept
+
+    counts, n_seen, unacked, kept = asyncio.run(go())
+    assert n_seen == len(good) and counts["learned"] == len(good)
+    assert kept == 1 and counts["dead"] == 1  # the one dead letter the stream stored
+    assert unacked == 2  # the two it refused: not acknowledged, so delivered again later
+    assert counts["acked"] == len(good) + 1

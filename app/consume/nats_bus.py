@@ -6,12 +6,16 @@ sequence. The durable consumer (``group``) acknowledges explicitly; a message no
 within ``ack_wait`` (the configuration's ``claim_idle``) is delivered again, to any consumer of the
 durable: that is how a dead consumer's messages are taken over, so :meth:`NatsBus.pending` and
 :meth:`NatsBus.claim` have nothing to do. Answers and dead letters are published to subjects (the
-reason and the original message's coordinates in ``Chorus-*`` headers), flushed, then the messages
-are acknowledged.
+reason and the original message's coordinates in ``Chorus-*`` headers), then the messages are
+acknowledged: to a subject a JetStream stream keeps (found when the consumer starts) through
+JetStream, each confirmed as stored before the acknowledgement (a dead letter the stream refuses,
+e.g. full, leaves its message unacknowledged: it comes again, never lost); to any other subject
+as a plain publish, flushed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -69,6 +73,7 @@ class NatsBus:
         self.nc: Any = None
         self.js: Any = None
         self.sub: Any = None
+        self.kept: dict[str, str] = {}  # output / dead-letter subject -> the stream keeping it
 
     def _down(self) -> tuple[type[BaseException], ...]:
         return (nats.errors.Error, OSError, TimeoutError)
@@ -124,6 +129,16 @@ class NatsBus:
         )  # fmt: skip
         self.sub = await self.js.pull_subscribe(cfg.subject, durable=cfg.group,
                                                 stream=self.stream, config=config)  # fmt: skip
+        self.kept = {}
+        for subject in (cfg.output, cfg.dead_letter):
+            if subject is None:
+                continue
+            try:
+                self.kept[subject] = await self.js.find_stream_name_by_subject(subject)
+            except nats.js.errors.NotFoundError:
+                if subject == cfg.dead_letter:
+                    log.warning("no JetStream stream keeps the dead-letter subject %r: dead "
+                                "letters reach its subscribers only", subject)  # fmt: skip
 
     async def close(self) -> None:
         if self.nc is not None:
@@ -156,16 +171,25 @@ class NatsBus:
     async def finish(self, acks: list[Delivery], outputs: list[tuple[Delivery, bytes]],
                      dead: list[tuple[Delivery, str]]) -> None:  # fmt: skip
         cfg = self.config
+        sends: list[tuple[str, bytes, dict[str, str] | None]] = []
+        if cfg.output is not None:
+            sends += [(cfg.output, answer, None) for _, answer in outputs]
+        for d, reason in dead:
+            assert cfg.dead_letter is not None  # (set by the configuration)
+            headers = {"Chorus-Reason": _header(reason), "Chorus-Stream": d.stream,
+                       "Chorus-Message": d.id, "Chorus-Model": d.model,
+                       "Chorus-Deliveries": str(d.deliveries)}  # fmt: skip
+            sends.append((cfg.dead_letter, d.data or b"", headers))
         try:
-            for _, answer in outputs:
-                await self.nc.publish(cfg.output, answer)
-            for d, reason in dead:
-                headers = {"Chorus-Reason": _header(reason), "Chorus-Stream": d.stream,
-                           "Chorus-Message": d.id, "Chorus-Model": d.model,
-                           "Chorus-Deliveries": str(d.deliveries)}  # fmt: skip
-                await self.nc.publish(cfg.dead_letter, d.data or b"", headers=headers)
-            if outputs or dead:
+            plain = [send for send in sends if send[0] not in self.kept]
+            for subject, data, headers in plain:
+                await self.nc.publish(subject, data, headers=headers)
+            if plain:
                 await self.nc.flush(timeout=10)
+            await asyncio.gather(*(  # each stored (its PubAck) before any acknowledgement
+                self.js.publish(subject, data, timeout=10, stream=self.kept[subject],
+                                headers=headers)
+                for subject, data, headers in sends if subject in self.kept))  # fmt: skip
             for d in acks:
                 await d.handle.ack()
             await self.nc.flush(timeout=10)
