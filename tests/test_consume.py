@@ -602,3 +602,45 @@ def test_commands_packed_by_hiredis_are_redis_pys_bytes():
     for args in commands:
         assert b"".join(fast.pack_command(*args)) == b"".join(plain.pack_command(*args)), args
     assert issubclass(packing_in_c(UnixDomainSocketConnection), UnixDomainSocketConnection)
+
+
+def test_a_reader_that_misses_its_cancellation_does_not_hang_the_stop(tmp_path, clean_redis_url):
+    """The reader is cancelled at the stop; redis-py can swallow that cancellation inside a
+    blocking read. Such a reader returns from the read and hands its batch over to a queue the
+    loop no longer empties: ``run`` waited for it for ever (the CI hang of the stalled-store
+    test). Here the read swallows the cancellation while the queue is full."""
+    from app.consume.consumer import Delivery
+
+    async def go():
+        reg = await _registry(_settings(tmp_path), ("m", SPEC))
+        consumer = make_consumer(reg, ConsumeConfig.from_url(clean_redis_url, block=0.05), None)
+        stop = asyncio.Event()
+        calls = swallowed = 0
+
+        async def read(n: int, block: float) -> list:
+            nonlocal calls, swallowed
+            calls += 1
+            if calls < 3:  # two batches: one the loop works on, one waiting in the queue
+                return [Delivery("s", f"{calls}-0", b"{}")]
+            stop.set()  # the loop stops once its batch is done, leaving the queue full
+            try:
+                await asyncio.sleep(5)  # the blocking read the cancellation lands in
+            except asyncio.CancelledError:
+                swallowed += 1  # as redis-py can: the read answers instead
+            return []
+
+        async def slow_process(batch: list) -> None:
+            await asyncio.sleep(0.2)
+
+        consumer.bus.read = read
+        consumer.process = slow_process
+        try:
+            await _within(
+                consumer.run(stop), "the stop of a run whose reader missed its cancel", 20
+            )
+        finally:
+            await consumer.bus.close()
+            await reg.store.close()
+        return swallowed
+
+    assert asyncio.run(go()) == 1  # the cancellation did land in the read, and was swallowed
