@@ -22,6 +22,7 @@ from app.routes.docs import install_docs
 from app.server import long_lived_gc
 from app.settings import Settings, get_settings
 from app.stores import Store, StoreConfigError, StoreCorrupt, make_store
+from app.tasks import cancel_and_wait
 from app.warmup import ENSEMBLES, Warmup, parse_kinds
 
 log = logging.getLogger("chorus")
@@ -138,13 +139,9 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
                 stop.set()
                 with contextlib.suppress(BaseException):
                     await asyncio.wait_for(task, 15)
-            periodic.cancel()
-            recovery.cancel()
             warming.cancel()
-            with contextlib.suppress(BaseException):
-                await periodic
-            with contextlib.suppress(BaseException):
-                await recovery
+            await cancel_and_wait(periodic)  # (a cancellation can be lost in a store read)
+            await cancel_and_wait(recovery)
             if registry.ready:
                 n = await registry.snapshot_all()
                 log.info("shutdown: wrote %d snapshot(s)", n)

@@ -26,6 +26,7 @@ from app.consume.metrics import ConsumeMetrics
 from app.registry import Registry
 from app.server import long_lived_gc
 from app.settings import Settings
+from app.tasks import cancel_and_wait
 
 log = logging.getLogger("chorus.consume")
 OPEN_RETRY = 5.0  # seconds between two tries to reach the bus inside `chorus serve`
@@ -81,9 +82,7 @@ async def consume(settings: Settings, config: ConsumeConfig, *, metrics_port: in
         if thresholds is not None:
             gc.set_threshold(*thresholds)
         if periodic is not None:
-            periodic.cancel()
-            with contextlib.suppress(BaseException):
-                await periodic
+            await cancel_and_wait(periodic)  # (a cancellation can be lost in a store read)
         try:
             if registry.ready:
                 n = await registry.snapshot_all()
