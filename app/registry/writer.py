@@ -200,8 +200,8 @@ class ModelWriter:
                 h.writer = None  # no await between the empty check and this: nothing is missed
             self.models.check_budget()  # idle now: it may be evicted
         except BaseException as exc:  # never leave a request hanging
-            # (a cancellation, e.g. one that leaked out of a store client's timeout, ends the
-            # writer between any two awaits: the group it was writing may be in the log or not)
+            # (a cancellation or an error that is not a request's own ends the writer between
+            # two awaits: the group it was writing may be in the log or not)
             h.writer = None
             h.dirty = h.dirty or bool(group)  # rebuilt from the log before it is used again
             for _, fut, _ in group:
