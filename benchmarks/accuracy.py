@@ -16,7 +16,10 @@ there. Streams:
 
 ``--models arf,srp,stack`` runs the forests of issue 37 (ARF, SRP, stacking; the options of
 ``benchmarks/peers.py``, which spells them out for all three libraries; MOA has no stacking).
-A Chorus forest this checkout lacks prints "not available".
+A Chorus forest this checkout lacks prints "not available". ``arf_stack`` and ``srp_stack`` are
+Chorus's forests with ``vote="stacking"`` (no peer has them): run beside ``arf`` / ``srp``, a
+second table compares each with its forest's own vote, Chorus against Chorus, seed by seed
+(the same trees: the vote does not change what they learn), with the same Welch mark.
 
 Each stream is capped at ``--n`` rows. Seed ``s`` (``--seeds``) seeds the ensembles of all three
 libraries and the synthetic generators, shuffles the rows of the fixed data sets (every
@@ -296,7 +299,7 @@ def run_stream(name: str, make: Callable[[int, int], Stream], args: argparse.Nam
         if args.verbose:
             print(f"  {name} seed {seed} done", file=sys.stderr, flush=True)  # noqa: T201
     for lib, by_stream in args.reused.items():
-        out[lib] = {m: by_stream[name][m] for m in args.models}
+        out[lib] = {m: by_stream[name].get(m, []) for m in args.models}
     return {"stream": name, "n": n, "rows": len(stream), "seeds": args.seeds,
             "categorical": len(cats), "shuffled_features": args.shuffle_features,
             "acc": out}  # fmt: skip
@@ -372,6 +375,31 @@ def report(
             ]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines), below
+
+
+def variants_report(results: list[dict], models: Sequence[str]) -> str:
+    """Chorus's forest variants (``peers.FOREST_VARIANTS``) against their forests run beside
+    them: mean ± sd, the difference of the means, the seeds on which the variant was above
+    (a seed grows the same trees for both), Welch's p and mark (``▲`` the variant
+    significantly above, ``▼`` below); "" when no pair was run."""
+    pairs = [(v, b) for v, b in peers.FOREST_VARIANTS.items() if v in models and b in models]
+    if not pairs:
+        return ""
+    headers = ["stream", "model", "forest's vote", "stacked vote", "stacked − own", "seeds above",
+               "p", ""]  # fmt: skip
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    for res in results:
+        for variant, base in pairs:
+            v, b = res["acc"]["chorus"][variant], res["acc"]["chorus"][base]
+            if not v or not b:
+                continue
+            diff = statistics.fmean(v) - statistics.fmean(b)
+            p = welch(v, b)
+            mark = ("▼" if diff < 0 else "▲") if p < 0.05 else ""
+            above = sum(x > y for x, y in zip(v, b, strict=True))
+            lines.append(f"| {res['stream']} | {peers.NAMES[base]} | {fmt_ms(b)} | {fmt_ms(v)} "
+                         f"| {diff:+.3f} | {above}/{len(v)} | {p:.3f} | {mark} |")  # fmt: skip
+    return "\n".join(lines)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -450,8 +478,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         names = wanted
     for lib, by_stream in args.reused.items():
         if missing := [
-            f"{s} / {m}" for s in names for m in args.models if m not in by_stream.get(s, {})
-        ]:
+            f"{s} / {m}" for s in names for m in args.models
+            if m not in by_stream.get(s, {}) and m not in peers.FOREST_VARIANTS
+        ]:  # fmt: skip
             raise SystemExit(f"--reuse-peers has no {lib} cells for {', '.join(missing)}")
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
@@ -461,6 +490,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     unavailable = {} if "chorus" in args.skip else peers.chorus_unavailable()
     unavailable = {m: why for m, why in unavailable.items() if m in args.models}
     table, below = report(results, args.models, unavailable)
+    variants = variants_report(results, args.models)
+    if variants:
+        variants = ("Chorus's forests with the stacked vote against their own vote (Welch "
+                    "t-test, p < 0.05: `▲` stacking significantly above, `▼` below):\n\n"
+                    + variants + "\n\n")  # fmt: skip
     elapsed = time.perf_counter() - t0
     compared = sum(compare(res["acc"], m)[0] != "—" for res in results for m in args.models)
     summary = f"{len(below)} of {compared} cells significantly below the better peer" + (
@@ -497,6 +531,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     print(table)  # noqa: T201
     print()  # noqa: T201
+    print(variants)  # noqa: T201
     print(summary)  # noqa: T201
     print(setup)  # noqa: T201
     if args.out:
@@ -505,7 +540,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             sys.argv[1:] if argv is None else argv,
             "Mean ± sd of prequential accuracy over seeds; `▼`/`▲`: Chorus significantly "
             "below/above the better peer (Welch t-test, p < 0.05).\n\n"
-            f"{table}\n\n**{summary}.**\n\n{setup}\n",
+            f"{table}\n\n**{summary}.**\n\n{variants}{setup}\n",
         )  # fmt: skip
         Path(args.out).with_suffix(".json").write_text(json.dumps(results, indent=1))
 

@@ -87,7 +87,10 @@ if str(ROOT) not in sys.path:  # the repo's packages, without an install
     sys.path.insert(0, str(ROOT))
 
 MODELS = ("ht", "bag_ht", "boost_ht", "bag_nb")
-FORESTS = ("arf", "srp", "stack")  # issue 37: --models arf,srp,stack
+# Chorus's forests with another option, against the forest without it (Chorus only; MOA's and
+# river's forests have no stacked vote): {variant: base}
+FOREST_VARIANTS = {"arf_stack": "arf", "srp_stack": "srp"}
+FORESTS = ("arf", "srp", "stack", *FOREST_VARIANTS)  # issue 37: --models arf,srp,stack
 NAMES = {
     "nb": "NaiveBayes",  # not in MODELS: used by benchmarks/accuracy.py
     "ht": "Hoeffding tree",
@@ -101,6 +104,8 @@ NAMES = {
     "arf": "ARF(HT)",
     "srp": "SRP(HT)",
     "stack": "Stacking(HT)",
+    "arf_stack": "ARF(HT), stacked vote",
+    "srp_stack": "SRP(HT), stacked vote",
 }
 # Targets from issue 2 ("Speed and memory"): (examples per second, accuracy or None).
 TARGETS: dict[str, tuple[float, float | None]] = {
@@ -560,28 +565,30 @@ def chorus_factories(n_models: int, seed: int, delta: float) -> dict[str, Callab
         return _HT(grace_period=FOREST_GRACE_PERIOD, delta=FOREST_DELTA, tau=TAU,
                    leaf_prediction="nba")  # fmt: skip
 
-    def arf() -> Any:
+    def arf(vote: str = "weighted") -> Any:
         from ensembles import AdaptiveRandomForest
 
         return AdaptiveRandomForest(forest_tree(), n_models=n_models, seed=seed,
                                     max_features="sqrt", poisson_lambda=FOREST_LAMBDA,
                                     warning_delta=ARF_WARNING, drift_delta=ARF_DRIFT,
-                                    vote="weighted")  # fmt: skip
+                                    vote=vote)  # fmt: skip
 
-    def srp() -> Any:
+    def srp(vote: str = "weighted") -> Any:
         from ensembles import StreamingRandomPatches
 
         return StreamingRandomPatches(forest_tree(), n_models=n_models, seed=seed,
                                       subspace=SRP_SUBSPACE, training="patches",
                                       poisson_lambda=FOREST_LAMBDA, warning_delta=SRP_WARNING,
-                                      drift_delta=SRP_DRIFT)  # fmt: skip
+                                      drift_delta=SRP_DRIFT, vote=vote)  # fmt: skip
 
     def stack() -> Any:
         from ensembles import OnlineBagging
 
         return OnlineBagging(HoeffdingTree(), n_models=n_models, seed=seed, vote="stacking")
 
-    forests = {"arf": arf, "srp": srp, "stack": stack}
+    forests = {"arf": arf, "srp": srp, "stack": stack,
+               "arf_stack": functools.partial(arf, "stacking"),
+               "srp_stack": functools.partial(srp, "stacking")}  # fmt: skip
     return {key: make for key, make in forests.items() if key not in chorus_unavailable()} | {
         "nb": lambda: NaiveBayes(),
         "ht": lambda: HoeffdingTree(),
@@ -609,6 +616,14 @@ def chorus_unavailable() -> dict[str, str]:
         ensembles.OnlineBagging(HoeffdingTree(), n_models=2, vote="stacking")
     except ValueError:
         out["stack"] = 'OnlineBagging has no vote="stacking"'
+    for key, name in (
+        ("arf_stack", "AdaptiveRandomForest"),
+        ("srp_stack", "StreamingRandomPatches"),
+    ):
+        try:
+            getattr(ensembles, name)(n_models=2, vote="stacking")
+        except (TypeError, ValueError):  # (TypeError: ensembles has no such forest)
+            out[key] = f'{name} has no vote="stacking"'
     return out
 
 

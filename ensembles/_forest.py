@@ -18,6 +18,15 @@ slots m and M + m, one its foreground tree (``slots[FG, m]``), the other its bac
    background tree (or by a fresh tree when there is none) and starts the member's accuracy
    afresh (MOA's ``ARFBaseLearner``).
 
+With ``vote="stacking"`` (``ipar[STACK] == 1``) the meta-learner of ``_stacking`` (the one bagging
+and boosting run, over the arrays of ``st.meta``, an ``_adaptive.AdaptiveStruct``) replaces the
+weighting of step 1: the vote keeps every member's foreground-tree probabilities
+(``_stacking.keep_member``; background trees do not vote and are no input) and is the
+meta-learner's softmax once it has learned an example (the average vote before); each learned
+example is learned by the meta-learner on those probabilities, taken before any tree learns it,
+before step 2 (``_stacking.meta_learn``). Input m is member m's foreground tree, whichever slot
+it is in: after a drift, the tree that replaced it (the weights learned for the member stay).
+
 Every draw is a pure function of the seed and the example number: the Poisson weights
 (``_rng.poisson``) and the subspace keys of new trees (``tree_key``), so a replay of the same
 stream gives the same forest, bit for bit.
@@ -49,23 +58,28 @@ from learners.compiled import (
 from learners.compiled import best_class as argmax
 from learners.jit import one_specialisation
 
-from . import _adaptive, _kernels, _rng, adwin
-from ._adaptive import CLOCK, MIN_LEN, RESET, REUSE, WINDOW, detect, record
+from . import _adaptive, _kernels, _rng, _stacking, adwin
+from ._adaptive import CLOCK, MIN_LEN, RESET, REUSE, WINDOW, AdaptiveStruct, detect, record
 from ._kernels import Example, Rows, Scratch, io_records, purge_stale_cache
 from ._rng import poisson, uniform
+from ._stacking import keep_member, meta_learn, meta_room, meta_vote
 from .adwin import AdwinState, adwin_reset
 
 purge_stale_cache(
     __file__,
-    (*KERNEL_SOURCES, *(Path(str(m.__file__)) for m in (_rng, adwin, _kernels, _adaptive))),
+    (
+        *KERNEL_SOURCES,
+        *(Path(str(m.__file__)) for m in (_rng, adwin, _kernels, _adaptive, _stacking)),
+    ),
 )
 
-# ipar: [seed, weighted vote, training, window length, ADWIN clock, ADWIN min_len, reuse];
-# WINDOW, CLOCK, MIN_LEN and REUSE at the adaptive kernels' places (``_adaptive.record`` and
-# ``detect`` read them, ``adaptive.PredictionReusingRunner`` sets REUSE)
+# ipar: [seed, weighted vote, training, window length, ADWIN clock, ADWIN min_len, reuse, stacked
+# vote]; WINDOW, CLOCK, MIN_LEN and REUSE at the adaptive kernels' places (``_adaptive.record``
+# and ``detect`` read them, ``adaptive.PredictionReusingRunner`` sets REUSE)
 SEED, WEIGHTED, TRAIN = 0, 1, 2
 assert (WINDOW, CLOCK, MIN_LEN, REUSE) == (3, 4, 5, 6)
-N_IPAR = 7
+STACK = 7
+N_IPAR = 8
 TRAIN_POISSON, TRAIN_ONCE = 0, 1
 # fpar: [Poisson lambda, warning detectors' delta, drift detectors' delta]
 LAMBDA, WARN_DELTA, DRIFT_DELTA = 0, 1, 2
@@ -93,6 +107,9 @@ class ForestState(NamedTuple):
     win_ok: np.ndarray  # [M] correct predictions of member m in the window
     win_n: np.ndarray  # [M] counted predictions of member m in the window
     counters: np.ndarray  # [3] ring position, rows in the window, (unused)
+    # the stacked vote's meta-learner (``_stacking``: its fields meta_w, meta_x, meta_n and
+    # fpar; its other arrays are empty), which its kernels may grow
+    meta: AdaptiveStruct
 
 
 @nb.njit(cache=True)
@@ -115,12 +132,19 @@ def member_weight(ipar, st, m):
 @nb.njit(cache=True)
 def forest_predict(B, ipar, st, xr, cr, n, sc, out_row):
     """The members' foreground trees' probabilities, each normalised and weighted
-    (``member_weight``), summed and normalised; their top classes into ``st.mpred``."""
+    (``member_weight``), summed and normalised; their top classes into ``st.mpred``. With the
+    stacked vote every member's probabilities are kept (``st.meta``) and the meta-learner's
+    vote replaces this one once it has learned an example."""
+    stacking = ipar[STACK] == 1
+    if stacking:
+        meta_room(st.meta, n)
     out_row[:n] = 0.0
     total = 0.0
     pk, pv = sc.pk, sc.pv
     for m in range(st.mpred.shape[0]):
         k = tree_proba(B, B, st.slots[FG, m], xr, cr, n, sc.code_attr, pk, pv, sc.hint)
+        if stacking:
+            keep_member(st.meta, m, pk, pv, k)
         if k <= 0:
             st.mpred[m] = -1
             continue
@@ -137,16 +161,24 @@ def forest_predict(B, ipar, st, xr, cr, n, sc, out_row):
     if total > 0.0:
         for c in range(n):
             out_row[c] /= total
+    if stacking:
+        meta_vote(st.meta, n, out_row)
 
 
 @nb.njit(cache=True)
-def member_predictions(B, st, xr, cr, n, sc):
-    """Each member's top class for the row (-1: none) into ``st.mpred``, for a learn whose
-    row was not predicted in the same call."""
+def member_predictions(B, ipar, st, xr, cr, n, sc):
+    """Each member's top class for the row (-1: none) into ``st.mpred`` (and with the stacked
+    vote its probabilities into ``st.meta``), for a learn whose row was not predicted in the
+    same call."""
+    stacking = ipar[STACK] == 1
+    if stacking:
+        meta_room(st.meta, n)
     pk, pv = sc.pk, sc.pv
     for m in range(st.mpred.shape[0]):
         k = tree_proba(B, B, st.slots[FG, m], xr, cr, n, sc.code_attr, pk, pv, sc.hint)
         st.mpred[m] = argmax(pk, pv, k)
+        if stacking:
+            keep_member(st.meta, m, pk, pv, k)
 
 
 @nb.njit(cache=True)
@@ -238,9 +270,11 @@ def forest_loop(B, ipar, st, rows, out, sc, start, do_predict, do_learn, need, h
             forest_predict(B, ipar, st, xr, cr, rows.n_cls[r], sc, out[r - first])
         if do_learn and rows.ws[r] > 0.0:
             if not predicted and not (r == start and ipar[REUSE] == 1):
-                member_predictions(B, st, xr, cr, rows.n_cls[r], sc)
+                member_predictions(B, ipar, st, xr, cr, rows.n_cls[r], sc)
             ex = Example(xr, cr, rows.ys[r], rows.ws[r], rows.seqs[r],
                          classes_after(rows.n_cls, rows.ys, r))  # fmt: skip
+            if ipar[STACK] == 1:  # the meta-learner first: no tree has learned the example
+                meta_learn(st.meta, rows.n_cls[r], ex.n_classes, ex.y, ex.w)
             for m in range(st.mpred.shape[0]):
                 forest_step(B, ipar, st, m, ex, sc)
             record(ipar, st, ex.y)  # (the predictions before learning: replace_tree keeps them)

@@ -2,8 +2,9 @@
 readable reference): a meta-learner, multinomial logistic regression, that learns to combine the
 members' class probabilities.
 
-They run inside the adaptive kernels (``_adaptive.adaptive_loop``) over the meta-learner's
-arrays in the ``AdaptiveStruct`` ``st``:
+They run inside the adaptive kernels (``_adaptive.adaptive_loop``) and the forests'
+(``_forest.forest_loop``, over ``ForestState.meta``) over the meta-learner's arrays in the
+``AdaptiveStruct`` ``st``:
 
 * ``st.meta_x`` [M + 1, K]: row m < M holds member m's class probabilities of the current
   example (dense, zeros for the classes it does not give), kept by the vote *before* any member

@@ -1,4 +1,4 @@
-"""The ``vote`` option shared by online bagging and online boosting."""
+"""The ``vote`` option shared by online bagging, online boosting and the random forests."""
 
 from __future__ import annotations
 
@@ -101,8 +101,13 @@ class VotingEnsemble(OnlineEnsemble):
             return None
         if self._meta is not None:
             return self._meta.weights, self._meta.learned
-        st: Any = self._float_state
+        st = self._stack_state()
         return st.meta_w, int(st.meta_n[0])
+
+    def _stack_state(self) -> Any:
+        """What holds the compiled meta-learner's arrays (``meta_w``, ``meta_x``, ``meta_n``):
+        the ``AdaptiveStruct`` that is ``_float_state`` (the forests': a field of theirs)."""
+        return self._float_state
 
     def _stack_arrays(self) -> dict[str, np.ndarray]:
         """The stacked vote's saved arrays (``stacking.state_arrays``); {} without it."""
@@ -120,7 +125,7 @@ class VotingEnsemble(OnlineEnsemble):
         if self._meta is not None:
             self._meta.weights, self._meta.learned = weights, learned
             return
-        st: Any = self._float_state
+        st = self._stack_state()
         st.meta_w = weights
         st.meta_x = np.zeros((self.n_models + 1, weights.shape[0]))
         st.meta_n[0] = learned

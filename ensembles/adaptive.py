@@ -91,6 +91,14 @@ def new_state(n_models: int, window: int, poisson_lambda: float, drift_delta: fl
     return ak.AdaptiveStruct(arrays)
 
 
+def meta_state(n_models: int) -> ak.AdaptiveStruct:
+    """The stacked vote's meta-learner alone (``_stacking``'s kernels over its ``meta_w``,
+    ``meta_x``, ``meta_n`` and ``fpar``; every other array empty), for an ensemble whose own
+    state is not an adaptive one: the forests' ``ForestState.meta``."""
+    empty = new_state(0, 0, 1.0, 0.5).arrays
+    return ak.AdaptiveStruct(empty._replace(meta_x=np.zeros((n_models + 1, 0))))
+
+
 def class_sizes_array(sizes: np.ndarray, n_classes: int) -> dict[str, np.ndarray]:
     """The saved class sizes of OOB / UOB (``imbalance.class_sizes``, [C] at the ``n_classes``
     classes the model knows, in its class order) from ``sizes`` at any capacity."""

@@ -14,7 +14,7 @@ from learners.base import Features, Label
 from learners.jit import kernel
 
 from . import _forest as fk
-from . import adaptive, adwin
+from . import adaptive, adwin, stacking
 from ._rng import poisson
 from ._voting import VotingEnsemble
 from .explain import VoteRule
@@ -37,9 +37,11 @@ class RandomForest(VotingEnsemble):
     in one bank (a foreground and a background tree per member), ADWIN warning and drift
     detectors per member, the accuracy-weighted vote, Poisson(lambda) weights; a subclass says
     which subspaces its trees draw (``_subspace``) and how members are trained
-    (``_training``)."""
+    (``_training``). With ``vote="stacking"`` the meta-learner of bagging's and boosting's
+    stacked vote (``ensembles.stacking``; its arrays in ``_float_state.meta``) replaces the
+    accuracy weighting (``_forest``'s module doc)."""
 
-    votes = ("weighted", "average")
+    votes = ("weighted", "average", "stacking")
     trees_only = True  # (its members are Hoeffding trees: no MLP kernel to warm)
     drift = "adwin"  # its members' drift detectors (as adaptive bagging's ``drift``: n_drifts)
     _kernel = staticmethod(fk.forest_run)
@@ -108,8 +110,9 @@ class RandomForest(VotingEnsemble):
     def _init_extra(self) -> None:
         M = self.n_models
         self._int_params = np.zeros(fk.N_IPAR, np.int64)
-        self._int_params[[fk.SEED, fk.WEIGHTED, fk.TRAIN]] = (
-            self.seed, int(self.vote == "weighted"), self._training)  # fmt: skip
+        self._int_params[[fk.SEED, fk.WEIGHTED, fk.TRAIN, fk.STACK]] = (
+            self.seed, int(self.vote == "weighted"), self._training,
+            int(self.vote == "stacking"))  # fmt: skip
         self._int_params[[adaptive.ak.WINDOW, adaptive.ak.CLOCK, adaptive.ak.MIN_LEN]] = (
             self.window, adaptive.ADWIN_CLOCK, adaptive.ADWIN_MIN_LEN)  # fmt: skip
         slots = np.empty((2, M), np.int64)
@@ -129,6 +132,7 @@ class RandomForest(VotingEnsemble):
             win_ok=np.zeros(M, np.int64),
             win_n=np.zeros(M, np.int64),
             counters=np.zeros(3, np.int64),
+            meta=adaptive.meta_state(M),
         )
 
     @property
@@ -154,7 +158,11 @@ class RandomForest(VotingEnsemble):
         out.update({"forest.slots": st.slots.copy(), "forest.acc": st.acc.copy(),
                     "forest.events": st.events.copy()})  # fmt: skip
         out.update(adaptive.window_arrays(st, "forest.window."))
+        out.update(self._stack_arrays())
         return out
+
+    def _stack_state(self) -> Any:
+        return self._float_state.meta
 
     def _load_extra(self, arrays: dict[str, np.ndarray]) -> None:
         st = self._float_state
@@ -181,6 +189,7 @@ class RandomForest(VotingEnsemble):
                              "state)")  # fmt: skip
         window = adaptive.checked_window(st, arrays, "forest.window.")
         adwin.load_adwin_arrays(st.adwin, arrays, "forest.adwin.")
+        self._load_stack(arrays)
         for name, src in {**loaded, **window}.items():
             getattr(st, name)[...] = src
 
@@ -225,7 +234,7 @@ class RandomForest(VotingEnsemble):
         what = ("each member's accuracy in percent since its tree started (1 while it is 0)"
                 if self.vote == "weighted" else "equal")  # fmt: skip
         return VoteRule("forest", weights, what + "; each member's probabilities divided by "
-                        "their sum", by_mass=True)  # fmt: skip
+                        "their sum", by_mass=True, meta=self._vote_meta())  # fmt: skip
 
     def _member_trees(self) -> list[int]:
         """Each member's foreground tree in the bank (``_forest``: slot m or M + m)."""
@@ -279,7 +288,10 @@ class AdaptiveRandomForest(RandomForest):
         ``None`` (all: no random subspaces).
     vote
         ``"weighted"`` (default: each tree's probabilities times its accuracy since it started,
-        in percent, 1 while that is 0, as MOA) or ``"average"`` (MOA's ``disableWeightedVote``).
+        in percent, 1 while that is 0, as MOA), ``"average"`` (MOA's ``disableWeightedVote``)
+        or ``"stacking"`` (a meta-learner over the foreground trees' probabilities, taken
+        before they learn each example, in place of the weighting: ``ensembles.stacking``;
+        ``describe()["meta_learner"]``).
     poisson_lambda
         Rate of the Poisson weights (6, MOA's and river's).
     window
@@ -425,7 +437,9 @@ class StreamingRandomPatches(RandomForest):
 class ForestReference:
     """A forest's algorithm over Python trees (``HoeffdingTree`` objects, one per foreground and
     background tree): the readable form of ``_forest.py`` that the tests hold the kernels to.
-    Built from a forest (its options; the forest itself is not touched)."""
+    Built from a forest (its options; the forest itself is not touched). With
+    ``vote="stacking"`` its meta-learner is ``stacking.MetaLearner``, the stacked vote's
+    reference."""
 
     def __init__(self, forest: RandomForest) -> None:
         self.forest = forest
@@ -441,6 +455,7 @@ class ForestReference:
         self.events = np.zeros((3, M), np.int64)
         self.classes: list = []  # in order of first appearance (the kernels' class codes)
         self.seq = 0
+        self.meta = stacking.MetaLearner(M) if forest.vote == "stacking" else None
 
     def declare(self, features: dict[str, str], classes: list) -> None:
         """Declare the stream's features and classes on every tree (and the forest's order)."""
@@ -461,7 +476,16 @@ class ForestReference:
         a = 100.0 * self.acc[fk.CORRECT, m] / seen
         return a if a > 0 else 1.0
 
+    def _stacked_inputs(self, x: Features) -> np.ndarray:
+        """The meta-learner's inputs: each member's foreground-tree probabilities of ``x``
+        over the classes known (background trees do not vote)."""
+        assert self.meta is not None
+        return self.meta.inputs([tree.predict_proba_one(x) for tree in self.fg], self.classes)
+
     def predict_proba_one(self, x: Features) -> dict:
+        if self.meta is not None and self.meta.learned > 0 and self.classes:
+            p = self.meta.proba(self._stacked_inputs(x))  # (replaces the weighting below)
+            return dict(zip(self.classes, p.tolist(), strict=True))
         votes: dict = {}
         total = 0.0
         for m, tree in enumerate(self.fg):
@@ -483,6 +507,8 @@ class ForestReference:
         if y not in self.classes:
             self.classes.append(y)
         tops = [self._top(tree.predict_proba_one(x)) for tree in self.fg]
+        if self.meta is not None and w > 0:  # before any tree learns x: no leakage
+            self.meta.learn(self._stacked_inputs(x), self.classes.index(y), w)
         for m in range(M):
             self.acc[fk.SEEN, m] += w
             self.acc[fk.CORRECT, m] += w if tops[m] == y else 0.0

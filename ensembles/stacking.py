@@ -1,4 +1,5 @@
-"""The stacked vote (``vote="stacking"``) of online bagging and boosting: a meta-learner learns
+"""The stacked vote (``vote="stacking"``) of online bagging, boosting and the random forests
+(``forest.py``: its input m is member m's foreground tree): a meta-learner learns
 how to combine the members' class probabilities (stacked generalisation, Wolpert 1992, online as
 river's ``ensemble.StackingClassifier``).
 

@@ -1,5 +1,6 @@
-"""Seeded synthetic streams for the engine tests (no data files), the ``Proxy`` wrapper, and
-``same`` (bit-for-bit equality of answers and states)."""
+"""Seeded synthetic streams for the engine tests (no data files), the ``Proxy`` wrapper,
+``same`` (bit-for-bit equality of answers and states) and ``learn_by`` (a stream learned in one
+of the call patterns of a model's API)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,30 @@ import numpy as np
 
 from learners.checks import mixed_stream
 
-__all__ = ["Proxy", "categorical_stream", "mixed_stream", "same"]
+__all__ = ["CALL_PATTERNS", "Proxy", "categorical_stream", "learn_by", "mixed_stream", "same"]
+
+# the ways a model's API learns a stream (``learn_by``)
+CALL_PATTERNS = ("learn_one", "predict_learn_one", "river_loop", "learn_many",
+                 "predict_learn_many")  # fmt: skip
+
+
+def learn_by(model, rows: list, how: str) -> None:
+    """Learn ``rows`` (``(x, y)`` pairs) in call pattern ``how`` (``CALL_PATTERNS``)."""
+    X, Y = [x for x, _ in rows], [y for _, y in rows]
+    if how == "learn_one":  # (each learn kept and run by the next call: not predicted)
+        for x, y in rows:
+            model.learn_one(x, y)
+    elif how == "predict_learn_one":  # (the row predicted, then learned, in one kernel call)
+        for x, y in rows:
+            model.predict_learn_one(x, y)
+    elif how == "river_loop":  # (the learn reuses the prediction's member probabilities)
+        for x, y in rows:
+            model.predict_one(x)
+            model.learn_one(x, y)
+    elif how == "learn_many":
+        model.learn_many(X, Y)
+    else:
+        model.predict_learn_many(X, Y)
 
 
 def same(a, b) -> bool:

@@ -382,3 +382,21 @@ def test_one_seed_default_everywhere(server, csv_file):
     local = json.loads(run("replay", csv_file, "--local", "--limit", "5", "--json").stdout)
     seeds["local replay"] = local["spec"]["seed"]
     assert set(seeds.values()) == {0}, seeds
+
+
+def test_replay_takes_a_forest_with_the_stacked_vote(csv_file, tmp_path):
+    """``--create arf:... -p vote=stacking``: the saved model is a forest whose meta-learner
+    learned every example replayed (a bad vote: exit code 2 naming it)."""
+    from app.snapshot import decode
+    from ensembles import load_state
+
+    snap = tmp_path / "arf.chorus"
+    run("replay", csv_file, "--local", "--create", "arf:hoeffding_tree:3:2", "-p",
+        "vote=stacking", "--save", snap, "--limit", "150", "--json")  # fmt: skip
+    state, _ = decode(snap.read_bytes())
+    model = load_state(state)
+    assert model.kind == "arf" and model.vote == "stacking"
+    assert model.describe()["meta_learner"]["learned"] == 150
+    bad = run("replay", csv_file, "--local", "--create", "srp:hoeffding_tree:3", "-p",
+              "vote=majority", ok=False)  # fmt: skip
+    assert bad.exit_code != 0 and "vote" in bad.output

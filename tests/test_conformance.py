@@ -63,6 +63,9 @@ MODELS = {
     "SRP(HT,subspaces)": lambda: StreamingRandomPatches(
         HoeffdingTree(grace_period=20), n_models=3, seed=3, training="subspaces", vote="average"
     ),
+    "ARF(HT,stacking)": lambda: AdaptiveRandomForest(
+        HoeffdingTree(grace_period=20), n_models=3, seed=3, vote="stacking"
+    ),
     "ExactTree": ExactTree,
     "ExactTree(binary)": lambda: ExactTree(split="binary"),
     "Bagging(ExactTree)": lambda: OnlineBagging(ExactTree(), n_models=3, seed=3),

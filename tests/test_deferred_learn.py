@@ -45,6 +45,9 @@ MODELS = {
     "bag_adwin": lambda: ensembles.OnlineBagging(_ht(), n_models=3, seed=4, drift="adwin"),
     "arf": lambda: ensembles.AdaptiveRandomForest(_ht(), n_models=3, seed=8),
     "srp": lambda: ensembles.StreamingRandomPatches(_ht(), n_models=3, seed=9, subspace=2),
+    "arf_stacking": lambda: ensembles.AdaptiveRandomForest(
+        _ht(), n_models=3, seed=8, vote="stacking"
+    ),
     "bag_ddm_weighted": lambda: ensembles.OnlineBagging(
         learners.NaiveBayes(), n_models=3, seed=6, drift="ddm", vote="weighted", window=20
     ),

@@ -62,8 +62,14 @@ MODELS = {
     "arf_average": lambda: ensembles.AdaptiveRandomForest(
         _ht(), n_models=2, seed=1, vote="average"
     ),
+    "arf_stacking": lambda: ensembles.AdaptiveRandomForest(
+        _ht(), n_models=3, seed=8, vote="stacking"
+    ),
+    "srp_stacking": lambda: ensembles.StreamingRandomPatches(
+        _ht(), n_models=3, seed=9, subspace=2, vote="stacking"
+    ),
 }
-STACKED = {"bag_stacking", "boost_stacking"}
+STACKED = {"bag_stacking", "boost_stacking", "arf_stacking", "srp_stacking"}
 
 VALUES = st.one_of(
     st.floats(-5, 5, allow_nan=False),

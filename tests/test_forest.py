@@ -233,11 +233,17 @@ def _reference_run(make, data):
     lambda: StreamingRandomPatches(n_models=4, seed=5),
     lambda: StreamingRandomPatches(n_models=3, seed=6, training="subspaces", subspace=3),
     lambda: StreamingRandomPatches(n_models=3, seed=7, training="resampling"),
-], ids=["arf", "arf-average-half", "srp", "srp-subspaces", "srp-resampling"])  # fmt: skip
+    lambda: AdaptiveRandomForest(n_models=4, seed=3, vote="stacking"),
+    lambda: StreamingRandomPatches(n_models=4, seed=5, vote="stacking"),
+    lambda: StreamingRandomPatches(n_models=3, seed=6, training="subspaces", subspace=3,
+                                   vote="stacking"),
+], ids=["arf", "arf-average-half", "srp", "srp-subspaces", "srp-resampling", "arf-stacking",
+        "srp-stacking", "srp-subspaces-stacking"])  # fmt: skip
 def test_kernel_is_the_reference(make):
     """The compiled forest and ``ForestReference`` (Python trees, Python loop) give the same
     probabilities on every example of a stream with a drift, and count the same warnings,
-    drifts and promotions."""
+    drifts and promotions; with the stacked vote the meta-learner's weights are the
+    reference's ``stacking.MetaLearner``'s."""
     data = dense(3000, 11, flip_at=1500)
     got, want, forest, ref = _reference_run(make, data)
     for g, w in zip(got, want, strict=True):
@@ -246,6 +252,11 @@ def test_kernel_is_the_reference(make):
     st = forest._float_state
     assert (st.events == ref.events).all()
     assert st.events[fk.DRIFTS].sum() > 0  # the drift was seen
+    if forest.vote == "stacking":  # (trees replaced: their members' inputs are the new trees)
+        forest._settled()  # (the last learn_one is kept until a reader runs it)
+        weights = forest._stack_arrays()["stack.weights"]
+        np.testing.assert_allclose(weights, ref.meta.weights, rtol=0, atol=1e-12)
+        assert forest.describe()["meta_learner"]["learned"] == ref.meta.learned == len(data)
     for m in range(forest.n_models):
         assert (
             int(forest._bank.T.n_nodes[st.slots[fk.FG, m]]) == ref.fg[m].describe_tree()["n_nodes"]

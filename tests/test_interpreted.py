@@ -25,6 +25,7 @@ KINDS += [("bagging+adwin", "hoeffding_tree"), ("bagging+ddm", "naive_bayes"),
           ("boosting+moa", "hoeffding_tree"), ("boosting+adwin+moa", "naive_bayes"),
           ("arf", "hoeffding_tree"), ("srp", "hoeffding_tree"),
           ("bagging+stacking", "hoeffding_tree"), ("boosting+stacking", "naive_bayes"),
+          ("arf+stacking", "hoeffding_tree"), ("srp+stacking", "hoeffding_tree"),
           ("bagging+oob", "hoeffding_tree"), ("bagging+uob", "naive_bayes")]  # fmt: skip
 ADAPTIVE = {"drift": "adwin", "poisson_lambda": 6.0, "vote": "weighted", "window": 40}
 

@@ -39,6 +39,9 @@ MODELS: dict[str, Callable[[], Any]] = {
     ),
     "boost_adwin": lambda: ensembles.OnlineBoosting(_ht(), n_models=3, seed=7, drift="adwin"),
     "arf": lambda: ensembles.AdaptiveRandomForest(_ht(), n_models=3, seed=8),
+    "srp_stacking": lambda: ensembles.StreamingRandomPatches(
+        _ht(), n_models=3, seed=9, subspace=2, vote="stacking"
+    ),
     "bag_stacking": lambda: ensembles.OnlineBagging(_ht(), n_models=3, seed=8, vote="stacking"),
     "bag_uob": lambda: ensembles.OnlineBagging(_ht(), n_models=3, seed=9, imbalance="uob"),
 }

@@ -121,6 +121,8 @@ def test_create_model_409(client):
         ({**SPEC, "params": {"output_codes": "yes"}}, "output_codes"),
         ({**SPEC, "ensemble": "boosting", "params": {"lambda_rule": "adaboost"}}, "lambda_rule"),
         ({**SPEC, "params": {"vote": "stacked"}}, "vote"),
+        ({**SPEC, "ensemble": "arf", "params": {"vote": "majority"}}, "vote"),
+        ({**SPEC, "ensemble": "srp", "params": {"vote": "stacked"}}, "vote"),
         ({**SPEC, "params": {"vote": "stacking", "output_codes": True}}, "output_codes"),
         ({**SPEC, "params": {"imbalance": "smote"}}, "imbalance"),
         ({**SPEC, "params": {"imbalance": "oob", "imbalance_decay": 1.5}}, "imbalance_decay"),
@@ -741,7 +743,7 @@ def test_imbalance_bagging_over_http_survives_a_restart(make_client):
         assert client.get("/models/m/metrics").json() == m
 
 
-@pytest.mark.parametrize("ensemble", ["bagging", "boosting"])
+@pytest.mark.parametrize("ensemble", ["bagging", "boosting", "arf", "srp"])
 def test_a_stacked_vote_over_http_survives_a_restart(make_client, ensemble):
     """``params: {"vote": "stacking"}``: the spec as given, the model learns, and a restarted
     service (snapshot + log replay) answers as before."""

@@ -12,9 +12,18 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from streams import Proxy, mixed_stream, same
+from streams import CALL_PATTERNS, Proxy, learn_by, mixed_stream, same
 
-from ensembles import OnlineBagging, OnlineBoosting, adaptive, build_model, load_state, stacking
+from ensembles import (
+    AdaptiveRandomForest,
+    OnlineBagging,
+    OnlineBoosting,
+    StreamingRandomPatches,
+    adaptive,
+    build_model,
+    load_state,
+    stacking,
+)
 from ensembles._rng import poisson
 from ensembles._stacking import META_L2, keep_member, meta_learn, meta_proba, meta_room
 from ensembles.stacking import INIT, L2, RATE
@@ -163,26 +172,7 @@ def _member0_learned(model) -> np.ndarray:
     return model._stack_arrays()["stack.weights"][:, :n] - INIT * np.eye(n)
 
 
-def _learn(model, how: str) -> None:
-    X, Y = [x for x, _ in ROWS], [y for _, y in ROWS]
-    if how == "learn_one":  # (each learn kept and run by the next call: not predicted)
-        for x, y in ROWS:
-            model.learn_one(x, y)
-    elif how == "predict_learn_one":  # (the row predicted, then learned, in one kernel call)
-        for x, y in ROWS:
-            model.predict_learn_one(x, y)
-    elif how == "river_loop":  # (the learn reuses the prediction's member probabilities)
-        for x, y in ROWS:
-            model.predict_one(x)
-            model.learn_one(x, y)
-    elif how == "learn_many":
-        model.learn_many(X, Y)
-    else:
-        model.predict_learn_many(X, Y)
-
-
-@pytest.mark.parametrize("how", ["learn_one", "predict_learn_one", "river_loop", "learn_many",
-                                 "predict_learn_many"])  # fmt: skip
+@pytest.mark.parametrize("how", CALL_PATTERNS)
 @pytest.mark.parametrize("cls", [OnlineBagging, OnlineBoosting])
 def test_the_meta_learner_learns_what_the_members_said_before_learning(cls, how) -> None:
     """No leakage, checked where it shows exactly. Member 0 draws k = 0 on the first three
@@ -196,7 +186,7 @@ def test_the_meta_learner_learns_what_the_members_said_before_learning(cls, how)
     the prediction, a kept learn, a reused prediction or a batch."""
     seed = _quiet_first_member_seed(len(ROWS))
     fast = cls(NaiveBayes(), n_models=4, seed=seed, vote="stacking")
-    _learn(fast, how)
+    learn_by(fast, ROWS, how)
     assert fast.n_seen == len(ROWS)
     w = _member0_learned(fast)
     assert w.shape == (2, 2) and not w.any(), w
@@ -204,10 +194,10 @@ def test_the_meta_learner_learns_what_the_members_said_before_learning(cls, how)
     assert (others != stacking.resized(np.zeros((0, 1)), 4, 2)[:, 2:-1]).any()  # (it learned)
     if cls is OnlineBagging and how == "learn_one":  # the reference, and the leaky one
         slow = OnlineBagging(Proxy(NaiveBayes()), n_models=4, seed=seed, vote="stacking")
-        _learn(slow, how)
+        learn_by(slow, ROWS, how)
         assert not _member0_learned(slow).any()
         leaky = LeakyBagging(Proxy(NaiveBayes()), n_models=4, seed=seed, vote="stacking")
-        _learn(leaky, how)
+        learn_by(leaky, ROWS, how)
         assert _member0_learned(leaky).any()  # the leak shows: this test detects it
         probe = {"x1": 1.6, "colour": "blue"}
         assert leaky.predict_proba_one(probe) != slow.predict_proba_one(probe)  # another model
@@ -218,8 +208,13 @@ def _stacked(cls=OnlineBagging, **options):
     return cls(HoeffdingTree(grace_period=30), n_models=3, seed=5, vote="stacking", **options)
 
 
-@pytest.mark.parametrize("cls", [OnlineBagging, OnlineBoosting])
+@pytest.mark.parametrize("cls", [OnlineBagging, OnlineBoosting, AdaptiveRandomForest,
+                                 StreamingRandomPatches])  # fmt: skip
 def test_state_round_trips_and_replays_bit_identically(cls) -> None:
+    """A new class mid-stream (the meta-learner's arrays grow in the kernel), saved after 400
+    examples: the state loads to the same state, pickle and deepcopy too, the copy goes on
+    answering and learning as the original; the same stream one example at a time gives the
+    same model as in batches (the forests too: their meta-learner is this one)."""
     data = list(mixed_stream(600, 8, new_class_at=300))
     model = _stacked(cls)
     model.predict_learn_many([x for x, _ in data[:400]], [y for _, y in data[:400]])
