@@ -5,9 +5,10 @@ directory: ``python -m app.warmup KIND``, what the server's start-up runs on a c
 processes per ``CHORUS_WARMUP_JOBS``). Reported per kind: wall seconds and CPU seconds (user +
 system, of the process and every process it waited for: on a shared machine CPU is the steadier
 figure). ``--profile N`` instead warms the kind in one process (``app.warmup.warm_all``) with
-numba's compile events and prints where the time goes: per kernel, the compile time *not* spent
-compiling the kernels it calls (``numba:compile`` events, nested), and with ``--passes`` per
-compiler pass the same (LLVM's optimisation and code generation run inside ``native_lowering``).
+numba's compile events and prints where the time goes: per kernel, the compile time (CPU seconds
+of the process: wall seconds on a shared machine follow its load) *not* spent compiling the
+kernels it calls (``numba:compile`` events, nested), and with ``--passes`` per compiler pass the
+same (LLVM's optimisation and code generation run inside ``native_lowering``).
 
 Run: ``nice -n 10 python benchmarks/compiletime.py bagging --repeat 3`` (a minute or more a
 kind on 2 cores; ``--jobs 2`` measures two kinds at a time). ``--env NAME=VALUE`` sets a
@@ -46,11 +47,11 @@ class L(event.Listener):
             key = ev.data["dispatcher"].py_func.__qualname__
         else:
             key = ev.data["name"]
-        stacks[self.kind].append([key, time.perf_counter(), 0.0])
+        stacks[self.kind].append([key, time.process_time(), 0.0])
     def on_end(self, ev):
         stack = stacks[self.kind]
         key, start, nested = stack.pop()
-        took = time.perf_counter() - start
+        took = time.process_time() - start
         table = excl if self.kind == "numba:compile" else passes
         table[key] = table.get(key, 0.0) + took - nested
         if self.kind == "numba:compile":
@@ -108,11 +109,16 @@ def main() -> None:
     ap.add_argument("--profile", type=int, default=0, help="print the N costliest kernels")
     ap.add_argument("--passes", action="store_true", help="and the compiler passes' times")
     ap.add_argument("--json", help="also write the raw runs here")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds a run may take (1800)")
     args = ap.parse_args()
     env = dict(e.split("=", 1) for e in args.env)
     work = [k for _ in range(args.repeat) for k in args.kinds]
     with ThreadPoolExecutor(max_workers=min(args.jobs, 2)) as pool:
-        runs = list(pool.map(lambda k: (k, measure(k, env, args.profile > 0, args.passes)), work))
+        runs = list(
+            pool.map(
+                lambda k: (k, measure(k, env, args.profile > 0, args.passes, args.timeout)), work
+            )
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(runs, indent=1))
     print(f"env: {env or '-'}; {args.repeat} cold run(s) per kind\n")
@@ -132,7 +138,7 @@ def main() -> None:
                 if not rows:
                     continue
                 total = sum(first[table].values())
-                print(f"\n{kind}: {table}, exclusive seconds (total {total:.1f})\n")
+                print(f"\n{kind}: {table}, exclusive CPU seconds (total {total:.1f})\n")
                 print("| name | s | compiles |\n|---|---|---|")
                 for name, s in rows:
                     print(f"| {name} | {s:.2f} | {first['count'].get(name, '')} |")
