@@ -12,7 +12,7 @@ from .batch import AdaBoost, BatchBagging
 from .boosting import OnlineBoosting
 from .forest import AdaptiveRandomForest, StreamingRandomPatches
 from .single import Single
-from .spec import build_model, kernels_cached, learner_from_state, load_state
+from .spec import build_model, kernels_cached, learner_from_state, load_state, stored_spec
 
 __all__ = [
     "AdaBoost",
@@ -28,4 +28,5 @@ __all__ = [
     "kernels_cached",
     "learner_from_state",
     "load_state",
+    "stored_spec",
 ]

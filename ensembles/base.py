@@ -112,6 +112,14 @@ class OnlineEnsemble(ManyMixin, MemoryBytesMixin, RiverEstimator):
         seed = spec.get("seed", 0)
         return cls(learner, n_models=n_models, seed=seed, limits=spec.get("limits"), **ens_kw)
 
+    @classmethod
+    def stored_spec(cls, spec: dict) -> dict:
+        """``spec`` as saved by Chorus (``spec()``, in a state or a store) with the defaults it
+        was written under made explicit, so that a model rebuilt from it behaves as the one
+        that saved it when a default has moved since (``ensembles.stored_spec``); as it is
+        here."""
+        return spec
+
     def _init_extra(self) -> None:
         pass
 
@@ -408,7 +416,7 @@ class OnlineEnsemble(ManyMixin, MemoryBytesMixin, RiverEstimator):
                              f"v{h.get('version')!r}")  # fmt: skip
         if h.get("type") != cls.__name__:
             raise ValueError(f"state is for {h.get('type')!r}, not {cls.__name__}")
-        obj = cls.from_spec(h["spec"])
+        obj = cls.from_spec(cls.stored_spec(h["spec"]))
         obj._set_n_seen(int(h["n_seen"]))
         obj._be.load(h, state["arrays"], min_classes=obj._member_classes())
         obj._load_extra(state["arrays"])

@@ -72,6 +72,17 @@ def build_model(spec: dict) -> OnlineEnsemble:
     return ENSEMBLES[ens_name].from_spec(spec)
 
 
+def stored_spec(spec: dict) -> dict:
+    """A spec Chorus saved (``model.spec()`` in a store: the service rebuilds models and
+    challengers from it) with the defaults it was written under made explicit: build the
+    model from this, not from the saved spec itself, so that it behaves as the one that saved
+    it (``OnlineEnsemble.stored_spec``; states do it themselves). A spec given by a user is
+    built as it is."""
+    kind = spec.get("ensemble", "bagging") if isinstance(spec, dict) else None
+    cls = ENSEMBLES.get(kind) if isinstance(kind, str) else None
+    return spec if cls is None else cls.stored_spec(spec)
+
+
 def load_state(state: dict) -> Any:
     """Rebuild any ensemble or learner from ``to_state()`` output."""
     kind = state.get("header", {}).get("type")
@@ -85,4 +96,11 @@ def load_state(state: dict) -> Any:
     raise ValueError(f"unknown state type {kind!r}")
 
 
-__all__ = ["build_model", "learner_from_state", "learner_spec", "load_state", "NativeLearner"]
+__all__ = [
+    "build_model",
+    "learner_from_state",
+    "learner_spec",
+    "load_state",
+    "NativeLearner",
+    "stored_spec",
+]

@@ -297,14 +297,15 @@ class HoeffdingTree(NativeLearner):
         Leaf weight below which naive Bayes is not used.
     nb_zero_variance
         Naive Bayes' (``"nb"``, ``"nba"``) rule for a numeric feature whose Gaussian has zero
-        variance for a class (one value so far, however heavily weighted): ``"point"``
-        (default, MOA's GaussianEstimator) a point mass, density 1 at that value and 0
-        elsewhere, so the class is ruled out anywhere else; ``"skip"`` (river's
-        ``HoeffdingTreeClassifier``) no term for that feature and class, as if the value were
-        unknown. Under heavy oversampling (``OnlineBagging(imbalance="oob")`` on a class of
-        1-5 %) a leaf often knows the rare class from one example learned with a large weight:
-        ``"point"`` then never predicts it away from that exact value, ``"skip"`` lets the prior
-        and the other features decide (docs/engine-api.md, "Class-imbalance online bagging").
+        variance for a class (one value so far, however heavily weighted): ``"point"`` (MOA's
+        GaussianEstimator) a point mass, density 1 at that value and 0 elsewhere, so the class
+        is ruled out anywhere else; ``"skip"`` (river's ``HoeffdingTreeClassifier``) no term for
+        that feature and class, as if the value were unknown; ``"auto"`` (default) ``"point"``,
+        except in ``OnlineBagging(imbalance="oob" | "uob")``, whose trees get ``"skip"``. Under
+        heavy oversampling a leaf often knows the rare class from one example learned with a
+        large weight: ``"point"`` then never predicts it away from that exact value, ``"skip"``
+        lets the prior and the other features decide (docs/engine-api.md, "Class-imbalance
+        online bagging").
     max_depth
         Leaves at this depth stop splitting (``None`` for no limit).
     max_nodes
@@ -351,7 +352,7 @@ class HoeffdingTree(NativeLearner):
     # shown by ``params()`` only when set: specs and states of trees without subspaces stay as
     # they were
     _quiet_defaults = {"max_features": None, "subspace": "leaf", "subspace_seed": 0,
-                       "nb_zero_variance": "point"}  # fmt: skip
+                       "nb_zero_variance": "auto"}  # fmt: skip
 
     def __init__(
         self,
@@ -362,7 +363,7 @@ class HoeffdingTree(NativeLearner):
         split_criterion: str = "info_gain",
         leaf_prediction: str = "nba",
         nb_threshold: float = 0,
-        nb_zero_variance: str = "point",
+        nb_zero_variance: str = "auto",
         max_depth: int | None = None,
         max_nodes: int = 5000,
         n_split_points: int = 10,
@@ -384,7 +385,7 @@ class HoeffdingTree(NativeLearner):
         _check_choice("split_criterion", split_criterion, _CRITERIA)
         _check_choice("leaf_prediction", leaf_prediction, _LEAF_PRED)
         _check_positive("nb_threshold", nb_threshold, allow_zero=True)
-        _check_choice("nb_zero_variance", nb_zero_variance, _NB_ZERO_VARIANCE)
+        _check_choice("nb_zero_variance", nb_zero_variance, (*_NB_ZERO_VARIANCE, "auto"))
         if max_depth is not None:
             _check_positive("max_depth", max_depth, allow_zero=True)
         _check_positive("max_nodes", max_nodes)
@@ -410,6 +411,9 @@ class HoeffdingTree(NativeLearner):
         for name, default in self._quiet_defaults.items():
             if out.get(name) == default:
                 del out[name]
+        # ("point" is what "auto" is in a plain tree: its specs and states stay as they were)
+        if out.get("nb_zero_variance") == "point":
+            del out["nb_zero_variance"]
         return out
 
     def _tree_params(self) -> TreeParams:
@@ -429,7 +433,7 @@ class HoeffdingTree(NativeLearner):
             subspace_size=size,
             subspace_scope=_SCOPES[self.subspace],
             subspace_seed=self.subspace_seed,
-            nb_zero_variance=_NB_ZERO_VARIANCE[self.nb_zero_variance],
+            nb_zero_variance=_NB_ZERO_VARIANCE.get(self.nb_zero_variance, layout.NB_ZERO_POINT),
         )
 
     def reset_tree(self, key: int = 0, *, deal: bool = False) -> None:

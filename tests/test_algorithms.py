@@ -152,10 +152,10 @@ def test_imbalance_kernel_equals_python_algorithm(learner, imbalance):
     data = [(x, y if i % 10 == 0 else "neg") for i, (x, y) in enumerate(mixed_stream(400, 4))]
     classes = ["neg", "pos", "mid"]
     data[250] = (data[250][0], "mid")
-    proto = learner()
-    proto.declare(features=kinds, classes=classes)
     fast = OnlineBagging(learner(), n_models=5, seed=11, imbalance=imbalance)
     fast.declare(features=kinds, classes=classes)
+    proto = fast.learner.clone()  # (its trees' rule as imbalance made it: "skip")
+    proto.declare(features=kinds, classes=classes)
     slow = OnlineBagging(Proxy(proto), n_models=5, seed=11, imbalance=imbalance)
     for member in slow._members:
         member.inner.declare(features=kinds, classes=classes)

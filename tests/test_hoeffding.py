@@ -92,7 +92,9 @@ def test_nb_zero_variance_point_mass_and_skip_hand_worked():
     lb = math.log(50 / 90)
     pb = 1.0 / (1.0 + math.exp(la - lb))
     assert skip.predict_proba_one({"x": 3.5}) == pytest.approx({"a": 1 - pb, "b": pb}, rel=1e-12)
-    assert HoeffdingTree().nb_zero_variance == "point"  # plain trees keep MOA's rule
+    # plain trees keep MOA's rule: "auto" (the default) is "point" outside OOB / UOB
+    assert HoeffdingTree().nb_zero_variance == "auto"
+    assert _one_value_rare_class("auto").predict_proba_one({"x": 3.5}) == p
 
 
 def test_nb_zero_variance_skip_equals_rivers_naive_bayes_leaf():
@@ -127,6 +129,7 @@ def test_nb_zero_variance_is_checked_kept_and_restored():
     with pytest.raises(ValueError, match="nb_zero_variance"):
         HoeffdingTree(nb_zero_variance="drop")
     assert "nb_zero_variance" not in HoeffdingTree().params()  # (old specs and states stay)
+    assert "nb_zero_variance" not in HoeffdingTree(nb_zero_variance="point").params()
     tree = _one_value_rare_class("skip")
     assert tree.params()["nb_zero_variance"] == "skip"
     back = HoeffdingTree.from_state(tree.to_state())

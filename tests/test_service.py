@@ -743,6 +743,40 @@ def test_imbalance_bagging_over_http_survives_a_restart(make_client):
         assert client.get("/models/m/metrics").json() == m
 
 
+def test_imbalance_defaults_over_http_and_a_spec_stored_before_them(tmp_path):
+    """``{"imbalance": "uob"}`` gets trees with ``nb_zero_variance="skip"`` and θ = 0.9999,
+    both named in the stored spec; a spec stored before that default (no
+    ``nb_zero_variance``, rebuilt from the store without a snapshot) keeps its trees'
+    ``"point"`` (``ensembles.stored_spec``)."""
+    import json
+    import sqlite3
+
+    settings = Settings(data_dir=tmp_path / "data", snapshot_interval=3600)
+    with TestClient(create_app(settings)) as client:
+        assert (
+            client.post("/models", json={**SPEC, "params": {"imbalance": "uob"}}).status_code == 201
+        )
+        params = client.get("/models/m").json()["spec"]["params"]
+        assert params["nb_zero_variance"] == "skip" and params["imbalance_decay"] == 0.9999
+        old = {**SPEC, "name": "old", "params": {"imbalance": "uob", "imbalance_decay": 0.99,
+                                                 "nb_zero_variance": "point"}}  # fmt: skip
+        assert client.post("/models", json=old).status_code == 201
+    (db,) = (tmp_path / "data").rglob("*.db")
+    with sqlite3.connect(db) as con:  # the spec as the code before the default stored it
+        (text,) = con.execute("SELECT spec FROM models WHERE name = 'old'").fetchone()
+        spec = json.loads(text)
+        del spec["params"]["nb_zero_variance"]
+        con.execute("UPDATE models SET spec = ? WHERE name = 'old'", (json.dumps(spec),))
+        con.execute("DELETE FROM snapshots")
+        con.execute("DELETE FROM snapshots_prev")
+    with TestClient(create_app(settings)) as client:
+        row = {"model": "old", "features": _ex(1), "label": _label(1)}
+        assert client.post("/learn", json=row).status_code == 200
+        model = client.app.state.registry.models.peek("old").model  # (rebuilt from the spec)
+        assert model.learner.nb_zero_variance == "point" and model.imbalance_decay == 0.99
+        assert model.spec()["params"]["nb_zero_variance"] == "point"
+
+
 @pytest.mark.parametrize("ensemble", ["bagging", "boosting", "arf", "srp"])
 def test_a_stacked_vote_over_http_survives_a_restart(make_client, ensemble):
     """``params: {"vote": "stacking"}``: the spec as given, the model learns, and a restarted

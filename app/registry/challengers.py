@@ -40,17 +40,20 @@ _ENGINE_KEYS = ("ensemble", "learner", "n_models", "seed", "params", "limits")
 
 
 # ---------------------------------------------------------------------------- building
-def build_engine(spec: dict[str, Any], *, where: str, signs: bool, threads: int) -> Any:
+def build_engine(spec: dict[str, Any], *, where: str, signs: bool, threads: int,
+                 stored: bool = False) -> Any:  # fmt: skip
     """The engine a declared spec describes (declared features and classes applied), or
     :class:`InvalidInput` naming ``where``'s field (``spec`` of a model, ``challengers.<i>`` of
-    a challenger)."""
+    a challenger). ``stored``: a spec the service saved (``model.spec()``), built with the
+    defaults it was written under (``ensembles.stored_spec``)."""
     ensembles, learners = engine()
     for fld, value in spec.items():
         validate.check(value, f"{where}.{fld}" if where != "spec" else fld)
     if is_river_spec(spec):
         check_river_params(spec["learner"], dict(spec.get("params") or {}))
     try:
-        model = ensembles.build_model(engine_spec(spec))
+        declared = engine_spec(spec)
+        model = ensembles.build_model(ensembles.stored_spec(declared) if stored else declared)
         model.declare(features=spec.get("features"), classes=spec.get("classes"))
     except learners.ParamError as exc:
         pre = "" if where == "spec" else f"{where}."
@@ -356,7 +359,7 @@ def initial_board(spec: dict[str, Any], model: Any, *, signs: bool, threads: int
     for c in chs:
         decl = {**c, "features": spec.get("features"), "classes": spec.get("classes")}
         decl.pop("name")
-        m = build_engine(decl, where="challengers", signs=signs, threads=threads)
+        m = build_engine(decl, where="challengers", signs=signs, threads=threads, stored=True)
         board.challengers.append(board.new_candidate(c["name"], _engine_only(c), m))
     return board
 
@@ -434,7 +437,8 @@ def apply_control(h: Any, rec: dict[str, Any], *, signs: bool, threads: int,
         for s in rec.get("add") or []:
             decl = {**_engine_only(s), "features": h.spec.get("features"),
                     "classes": h.spec.get("classes")}  # fmt: skip
-            m = build_engine(decl, where="challengers", signs=signs, threads=threads)
+            m = build_engine(decl, where="challengers", signs=signs, threads=threads,
+                             stored=True)  # (a record's specs are stored ones)  # fmt: skip
             board.challengers.append(board.new_candidate(s["name"], _engine_only(s), m))
         h.board = board  # (kept when emptied: it knows the champion's name and scores)
     elif op == "promote":

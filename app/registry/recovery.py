@@ -156,7 +156,8 @@ class Recovery:
             else:
                 if is_river_spec(spec) and not self._key:
                     raise CorruptSnapshot("river-backed model needs CHORUS_SNAPSHOT_KEY")
-                model = ensembles.build_model(engine_spec(spec))
+                # (the stored spec with the defaults it was written under: ensembles.stored_spec)
+                model = ensembles.build_model(ensembles.stored_spec(engine_spec(spec)))
                 model.declare(features=spec.get("features"), classes=spec.get("classes"))
                 model.threads = self.settings.threads
                 board = challengers.initial_board(
