@@ -313,7 +313,8 @@ def test_learn_idempotent_retry(client):
 
 def test_idempotency_keys_expire_behind_the_window(make_client):
     with make_client(snapshot_every=10, idempotency_window=5) as client:
-        client.post("/models", json=SPEC)
+        created = client.post("/models", json=SPEC)
+        assert created.status_code == 201, created.text
         _stream(client, 20, with_ids=True)  # snapshots at 10 and 20 forget keys <= 15
 
         def retry(i):
