@@ -1,5 +1,5 @@
 """How often redis-py's asyncio client loses a task's cancellation (the reason for
-``app.tasks.cancel_and_wait`` and ``Consumer._end_reader``).
+``app.tasks.cancel_and_wait``, which the consumer's stop uses on its reader).
 
 A task loops on ``XREADGROUP ... BLOCK 50`` (as ``chorus consume``'s reader does); after a random
 0-200 ms it is cancelled once; 300 ms later it should have ended. A task still running then lost

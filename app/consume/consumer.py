@@ -37,6 +37,7 @@ from app.consume.metrics import UNKNOWN_MODEL, ConsumeMetrics
 from app.errors import ChorusError, ModelNotFound, NotCaughtUp, NotReady, StoreUnavailable
 from app.registry import Example, Registry, dumps
 from app.routes.schemas import KEY_MAX
+from app.tasks import cancel_and_wait
 
 log = logging.getLogger("chorus.consume")
 
@@ -230,32 +231,15 @@ class Consumer:
         finally:
             halt.set()
             if stop.is_set() or not ahead.empty():  # what it holds is delivered again later
-                reader.cancel()
-            left = await self._end_reader(reader, ahead)
+                # (again and again: redis-py can swallow a cancellation in a blocking read, and
+                # the reader then hands its batch to a queue nobody empties: app.tasks)
+                await cancel_and_wait(reader)
+            else:  # (its next hand-over finds room, then it sees ``halt``)
+                with contextlib.suppress(BaseException):
+                    await reader
         if not stop.is_set():  # once: what the reader took meanwhile is learned too
-            for batch in left:
-                await self._guarded_process(batch)
-
-    @staticmethod
-    async def _end_reader(reader: asyncio.Task, ahead: asyncio.Queue) -> list[list[Delivery]]:
-        """Wait for the reader to end, taking what it hands over meanwhile (returned, in order).
-
-        A cancelled reader may not see its cancellation: redis-py can swallow one that lands
-        in a blocking read (``benchmarks/redis_cancel.py``: 25-72 of 200 with redis-py 8.1).
-        Such a reader returns from its read, hands the batch over and ends at its next check of
-        ``halt``; the queue is emptied here meanwhile, so that hand-over cannot wait for ever
-        (it did: ``chorus consume`` then never stopped).
-        """
-        left: list[list[Delivery]] = []
-        while True:
             while not ahead.empty():
-                left.append(ahead.get_nowait())
-            if reader.done():
-                break
-            await asyncio.wait({reader}, timeout=0.05)
-        if not reader.cancelled():
-            reader.exception()  # (retrieved: its error, if any, was raised by the loop)
-        return left
+                await self._guarded_process(ahead.get_nowait())
 
     async def _reader(self, ahead: asyncio.Queue, stop: asyncio.Event,
                       halt: asyncio.Event) -> None:  # fmt: skip
